@@ -1,0 +1,131 @@
+// Command-line wiring only: parse, call the command, map exceptions to exit codes in one place.
+#include "trainbench/util/log.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "trainbench/commands.hpp"
+#include "trainbench/report/compare.hpp"
+#include "trainbench/report/ladder.hpp"
+#include "trainbench/util/error.hpp"
+
+namespace {
+
+std::string joined_command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) out += (i ? " " : "") + std::string(argv[i]);
+  return out;
+}
+
+void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_required) {
+  auto* opt = cmd.add_option("--config,-c", req.config, "profile YAML file");
+  if (config_required) opt->required();
+  cmd.add_option("--set", req.sets, "override a key: key.path=value (repeatable)");
+  cmd.add_option("--out,-o", req.out, "report path (overrides report.path)");
+  cmd.add_flag("--quiet,-q", req.quiet, "only warnings and the final report path");
+  cmd.add_flag("--strict", req.strict, "treat requested-but-ineffective switches as errors");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace trainbench;
+  CLI::App app{"trainbench: how fast your ResNet-18 training loop runs, and which optimisation buys how much"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "print versions of trainbench, LibTorch, CUDA, cuDNN and NVTX status");
+
+  run_request top;
+  add_run_options(app, top, false);
+
+  run_request run_req;
+  auto* run = app.add_subcommand("run", "run a profile and write a report");
+  add_run_options(*run, run_req, true);
+
+  run_request data_req;
+  auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
+  add_run_options(*bench_data, data_req, true);
+
+  std::vector<std::string> validate_files;
+  auto* validate = app.add_subcommand("validate", "check profiles; one line per error");
+  validate->add_option("files", validate_files, "profile files")->required();
+
+  run_request show_req;
+  auto* show = app.add_subcommand("show", "print the fully resolved profile as YAML");
+  show->add_option("--config,-c", show_req.config, "profile YAML file")->required();
+  show->add_option("--set", show_req.sets, "override a key: key.path=value (repeatable)");
+
+  std::string ds_kind, ds_out;
+  long long ds_samples = 50000;
+  unsigned long long ds_seed = 0;
+  auto* make_ds = app.add_subcommand("make-dataset", "write a random dataset in a real dataset's file layout");
+  make_ds->add_option("kind", ds_kind, "dataset layout: cifar10")->required();
+  make_ds->add_option("--out", ds_out, "output folder")->required();
+  make_ds->add_option("--samples", ds_samples, "training samples (test split gets a fifth)");
+  make_ds->add_option("--seed", ds_seed, "random seed");
+
+  compare_request cmp;
+  auto* compare = app.add_subcommand("compare", "compare two reports or folders of reports; exit 1 on a regression");
+  compare->add_option("base", cmp.base, "baseline report file or folder")->required();
+  compare->add_option("candidate", cmp.candidate, "candidate report file or folder")->required();
+  compare->add_option("--threshold", cmp.threshold_pct, "smallest change in percent that counts (default 3)");
+  compare->add_option("--alpha", cmp.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  compare->add_option("--format", cmp.format, "text | markdown | json")->check(CLI::IsMember({"text", "markdown", "json"}));
+
+  ladder_request lad;
+  auto* ladder = app.add_subcommand("ladder", "run profiles in order and print the optimisation ladder");
+  ladder->add_option("profiles", lad.inputs, "a folder of profiles or profile files")->required();
+  ladder->add_option("--out,-o", lad.out, "folder for reports, ladder.md and ladder.svg (default reports/ladder)");
+  ladder->add_option("--set", lad.sets, "override a key in every rung: key.path=value (repeatable)");
+  ladder->add_flag("--quiet,-q", lad.quiet, "less output per rung");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? exit_code::ok : exit_code::bad_input;
+  }
+
+  const std::string command_line = joined_command_line(argc, argv);
+  try {
+    if (version) {
+      std::cout << version_text();
+      return exit_code::ok;
+    }
+    if (*run) {
+      run_req.command_line = command_line;
+      return run_command(run_req);
+    }
+    if (*bench_data) {
+      data_req.command_line = command_line;
+      data_req.data_only = true;
+      return run_command(data_req);
+    }
+    if (*validate) return validate_command(validate_files);
+    if (*show) return show_command(show_req.config, show_req.sets);
+    if (*make_ds) return make_dataset_command(ds_kind, ds_out, ds_samples, ds_seed);
+    if (*compare) return compare_command(cmp);
+    if (*ladder) {
+      lad.command_line = command_line;
+      return ladder_command(lad);
+    }
+    if (!top.config.empty()) {
+      top.command_line = command_line;
+      return run_command(top);
+    }
+    std::cout << app.help();
+    return exit_code::bad_input;
+  } catch (const config_error& e) {
+    trainbench::log_error(e.what());
+    return exit_code::bad_input;
+  } catch (const input_error& e) {
+    trainbench::log_error(e.what());
+    return exit_code::bad_input;
+  } catch (const interrupted_error& e) {
+    trainbench::log_error(e.what());
+    return exit_code::interrupted;
+  } catch (const std::exception& e) {
+    trainbench::log_error(e.what());
+    return exit_code::failed;
+  }
+}

@@ -1,0 +1,170 @@
+#include "trainbench/commands.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "trainbench/config/profile_io.hpp"
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/data/dataset.hpp"
+#include "trainbench/measure/nvtx.hpp"
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/pipeline.hpp"
+#include "trainbench/report/report.hpp"
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/fs.hpp"
+#include "trainbench/util/interrupt.hpp"
+#include "trainbench/util/log.hpp"
+#include "trainbench/util/torch_compat.hpp"
+
+namespace trainbench {
+namespace fs = std::filesystem;
+
+std::string version_text() {
+  const cuda_versions v = cuda_library_versions();
+  std::string text = "trainbench " + tool_version() + " (" + tool_git() + ")\n";
+  text += std::string("LibTorch ") + compat::libtorch_version() + "\n";
+  text += "CUDA " + std::string(cuda_code_compiled() ? "code compiled in" : "code not compiled") +
+          "; runtime " + v.runtime + ", driver " + v.driver + ", cuDNN " + v.cudnn + "\n";
+  text += nvtx_compiled_in() ? "NVTX: compiled in (domain 'trainbench')\n"
+                             : "NVTX: compiled out (no NVTX3 headers found at build time)\n";
+  return text;
+}
+
+int validate_command(const std::vector<std::string>& files) {
+  int failures = 0;
+  for (const auto& f : files) {
+    try {
+      load_profile(f);
+      std::cout << f << ": ok\n";
+    } catch (const config_error& e) {
+      std::cout << e.what() << "\n";
+      ++failures;
+    }
+  }
+  return failures ? exit_code::bad_input : exit_code::ok;
+}
+
+int show_command(const std::string& config, const std::vector<std::string>& sets) {
+  std::cout << to_yaml(load_profile(config, sets).value);
+  return exit_code::ok;
+}
+
+int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed) {
+  if (kind != "cifar10") throw input_error("make-dataset: unknown kind '" + kind + "'; allowed: cifar10");
+  if (samples < 1) throw input_error("make-dataset: --samples must be >= 1");
+  write_cifar10(out, samples, std::max(1LL, samples / 5), seed);
+  std::cout << "wrote a random CIFAR-10-format dataset (" << samples << " train samples) to " << out << "\n";
+  return exit_code::ok;
+}
+
+namespace {
+
+context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
+  context_info c = host_context(command_line);
+  const cuda_versions v = cuda_library_versions();
+  c.libtorch = compat::libtorch_version();
+  c.cuda = v.runtime;
+  c.cudnn = v.cudnn;
+  c.nvtx = nvtx_compiled_in();
+  if (e.device.rfind("cuda", 0) == 0) c.gpu = gpu_info{e.device_name, "", v.driver, 0};
+  const fs::path data_dir = p.data.path.empty() ? default_data_path(p.data.source) : fs::path(p.data.path);
+  c.data_generated = p.data.source == data_source::cifar10 && fs::exists(data_dir / "GENERATED");
+  return c;
+}
+
+std::string human_bytes(std::int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void print_summary(const report_input& in) {
+  const auto& r = in.result;
+  std::vector<double> rates;
+  for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
+  std::printf("%s: %s on %s\n", in.prof.name.c_str(), in.status.c_str(), in.effective.device_name.c_str());
+  if (!rates.empty()) {
+    const summary s = summarize(rates);
+    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s)\n", s.median, s.q1, s.q3, s.n,
+                s.n == 1 ? "" : "s");
+  }
+  for (const auto& [name, values] : r.stages_s)
+    std::printf("  %-12s median %8.3f ms per batch\n", name.c_str(), 1000.0 * quantile(values, 0.5));
+  if (r.memory.device_peak_allocated_bytes)
+    std::printf("  device peak  %s allocated, %s reserved\n", human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),
+                human_bytes(*r.memory.device_peak_reserved_bytes).c_str());
+  if (r.memory.host_peak_rss_bytes) std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
+  if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
+  std::fflush(stdout);
+}
+
+progress_fn make_progress(bool quiet) {
+  if (quiet) return {};
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  return [tty](const char* phase, std::int64_t done, std::int64_t total) {
+    if (tty) {
+      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done), static_cast<long long>(total));
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (done == total) {
+      log_info(std::string(phase) + ": " + std::to_string(total) + " batches done");
+    }
+  };
+}
+
+}  // namespace
+
+int run_command(const run_request& req) {
+  // Bad input (profile, data) is found before anything is written: exit 2, no report.
+  loaded_profile lp = load_profile(req.config, req.sets);
+  const profile& p = lp.value;
+  const std::string report_path = req.out.empty() ? report_path_for(p) : req.out;
+  set_log_quiet(req.quiet);
+
+  report_input in;
+  in.prof = p;
+  in.profile_path = lp.path.string();
+  build_options bo;
+  bo.strict = req.strict;
+  bo.with_step = !req.data_only;
+  pipeline pipe = build_pipeline(p, bo, in.effective, in.parameters);
+  in.context = full_context(req.command_line, in.effective, p);
+  const auto& e = in.effective;
+  log_info(p.name + ": device " + e.device + " (" + e.device_name + "), " + std::to_string(e.intra_op_threads) +
+           " intra-op threads, " + std::to_string(e.loader_workers) + " loader workers, " +
+           std::to_string(e.loader_slots) + " batch buffers");
+  for (const auto& n : e.notes) log_warn(n);
+
+  install_interrupt_handler();
+  runner run(pipe, p.measure, make_progress(req.quiet));
+  int code = exit_code::ok;
+  try {
+    run.run();
+  } catch (const interrupted_error& e) {
+    in.status = "interrupted";
+    in.error_kind = "interrupted";
+    in.error_message = e.what();
+    code = exit_code::interrupted;
+  } catch (const run_error& e) {
+    in.status = "error";
+    in.error_kind = e.kind();
+    in.error_message = e.what();
+    code = exit_code::failed;
+  } catch (const std::exception& e) {
+    in.status = "error";
+    in.error_kind = "runtime";
+    in.error_message = e.what();
+    code = exit_code::failed;
+  }
+  in.result = run.result();
+  write_file_atomic(report_path, make_report(in).dump(2) + "\n");
+  if (!req.quiet || code != exit_code::ok) print_summary(in);
+  if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
+  log_info("report written to " + report_path);
+  return code;
+}
+
+}  // namespace trainbench

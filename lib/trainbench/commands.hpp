@@ -1,0 +1,24 @@
+#pragma once
+// What each subcommand does, so the executable only wires the command line to these.
+#include <string>
+#include <vector>
+
+namespace trainbench {
+
+struct run_request {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;  // overrides report.path
+  bool quiet = false;
+  bool strict = false;
+  bool data_only = false;  // bench-data: loader and transfer, no model
+  std::string command_line;
+};
+
+int run_command(const run_request& request);
+int validate_command(const std::vector<std::string>& files);
+int show_command(const std::string& config, const std::vector<std::string>& sets);
+int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed);
+std::string version_text();
+
+}  // namespace trainbench

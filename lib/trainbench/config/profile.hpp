@@ -1,0 +1,119 @@
+#pragma once
+// A profile is the YAML file as plain structs, one per concern. Nothing after loading reads YAML.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainbench {
+
+enum class data_source { cifar10, fashion_mnist, mnist, synthetic, device_synthetic };
+enum class preprocess_place { host, device };
+enum class amp_mode { off, fp16, bf16 };
+enum class switch_mode { automatic, on, off };
+enum class nvtx_level { off, batch, stage };
+enum class dist_backend { none, automatic, gloo, nccl };
+
+struct model_config {
+  std::string arch = "resnet18";
+  int num_classes = 10;
+  std::string weights;  // empty: random init (torchvision's)
+  bool channels_last = false;
+};
+
+struct normalize_config {
+  std::vector<double> mean{0.5, 0.5, 0.5};
+  std::vector<double> std{0.5, 0.5, 0.5};
+};
+
+struct data_config {
+  data_source source = data_source::synthetic;
+  std::string path;  // empty: the source's default location
+  std::string split = "train";
+  int image_size = 224;
+  normalize_config normalize;
+  int workers = 0;
+  int prefetch_factor = 2;
+  bool pin_memory = false;
+  bool shuffle = true;
+  bool drop_last = true;
+  preprocess_place preprocess = preprocess_place::host;
+  int samples = 2048;     // synthetic: images generated once
+  int source_size = 32;   // synthetic: side of the generated uint8 images
+};
+
+struct optimizer_config {
+  std::string name = "sgd";
+  double lr = 0.001;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  bool foreach = false;
+};
+
+struct train_config {
+  int batch_size = 32;
+  bool batch_size_auto = false;
+  int grad_accumulation = 1;
+  optimizer_config optimizer;
+  amp_mode amp = amp_mode::off;
+  switch_mode grad_scaler = switch_mode::automatic;
+};
+
+struct transfer_config {
+  bool non_blocking = false;
+  bool copy_stream = false;
+  int depth = 2;
+};
+
+struct backend_config {
+  bool cudnn_benchmark = false;
+  bool tf32 = false;
+  bool cuda_graph = false;
+};
+
+struct measure_config {
+  int warmup_batches = 5;
+  int measured_batches = 3;
+  int repeats = 1;
+  nvtx_level nvtx = nvtx_level::batch;
+};
+
+struct report_config {
+  std::string path = "reports/{name}.json";
+};
+
+struct dist_config {
+  dist_backend backend = dist_backend::none;
+  double timeout_s = 300;
+  double bucket_mb = 25;
+};
+
+struct profile {
+  std::string name = "unnamed";
+  std::string description;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::uint64_t seed = 0;
+  int threads = 0;
+  model_config model;
+  data_config data;
+  train_config train;
+  transfer_config transfer;
+  backend_config backend;
+  measure_config measure;
+  report_config report;
+  dist_config dist;
+};
+
+// Names as written in YAML, shared by loading, emitting and the report.
+const char* to_string(data_source v);
+const char* to_string(preprocess_place v);
+const char* to_string(amp_mode v);
+const char* to_string(switch_mode v);
+const char* to_string(nvtx_level v);
+const char* to_string(dist_backend v);
+
+// Whether fp16 loss scaling is on, after resolving `auto`.
+bool grad_scaler_enabled(const train_config& t);
+// The report path with {name} substituted.
+std::string report_path_for(const profile& p);
+
+}  // namespace trainbench

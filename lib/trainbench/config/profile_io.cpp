@@ -1,0 +1,477 @@
+#include "trainbench/config/profile_io.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/text.hpp"
+
+namespace trainbench {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Where each key of the merged tree came from, so errors can point at the right file and line.
+struct origin {
+  std::string file;
+  int line = -1;
+  int column = -1;
+  std::string text() const {
+    if (line < 0) return file;
+    return file + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
+  }
+};
+using origin_map = std::map<std::string, origin>;
+
+std::string child_key(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+void record_origins(const YAML::Node& node, const std::string& prefix, const std::string& file, origin_map& out) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = child_key(prefix, it->first.Scalar());
+    auto mark = it->first.Mark();
+    out[key] = origin{file, mark.line, mark.column};
+    if (it->second.IsMap()) record_origins(it->second, key, file, out);
+  }
+}
+
+// Maps merge key by key, the overlay wins; anything else (scalars, lists) is replaced.
+YAML::Node merge(const YAML::Node& base, const YAML::Node& overlay) {
+  if (!base.IsMap() || !overlay.IsMap()) return YAML::Clone(overlay);
+  YAML::Node out = YAML::Clone(base);
+  for (auto it = overlay.begin(); it != overlay.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    out[key] = out[key] ? merge(out[key], it->second) : YAML::Clone(it->second);
+  }
+  return out;
+}
+
+YAML::Node parse_file(const fs::path& file) {
+  try {
+    return YAML::LoadFile(file.string());
+  } catch (const YAML::ParserException& e) {
+    origin o{file.string(), e.mark.line, e.mark.column};
+    throw config_error(o.text(), "", "invalid YAML: " + e.msg);
+  }
+}
+
+YAML::Node load_chain(const fs::path& file, const origin& referrer, std::vector<std::string>& chain,
+                      origin_map& origins) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    throw config_error(referrer.text(), referrer.line < 0 ? "" : "extends",
+                       "profile file '" + file.string() + "' does not exist");
+  }
+  const std::string canonical = fs::weakly_canonical(file).string();
+  for (const auto& seen : chain) {
+    if (seen == canonical) {
+      throw config_error(referrer.text(), "extends",
+                         "'extends' cycle: " + join(chain, " -> ") + " -> " + canonical);
+    }
+  }
+  chain.push_back(canonical);
+  YAML::Node node = parse_file(file);
+  if (node.IsNull()) node = YAML::Node(YAML::NodeType::Map);
+  if (!node.IsMap()) throw config_error(file.string(), "", "the top level of a profile must be a mapping");
+
+  YAML::Node base(YAML::NodeType::Map);
+  if (YAML::Node ext = node["extends"]) {
+    auto mark = ext.Mark();
+    origin here{file.string(), mark.line, mark.column};
+    if (!ext.IsScalar() || ext.Scalar().empty())
+      throw config_error(here.text(), "extends", "expected a file path relative to this profile");
+    base = load_chain(file.parent_path() / ext.Scalar(), here, chain, origins);
+    node.remove("extends");
+  }
+  record_origins(node, "", file.string(), origins);
+  return merge(base, node);
+}
+
+void apply_set(YAML::Node& root, const std::string& assignment, origin_map& origins) {
+  const auto eq = assignment.find('=');
+  const std::string where = "--set " + assignment;
+  if (eq == std::string::npos || eq == 0)
+    throw config_error(where, "", "expected key.path=value");
+  const std::string key = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw config_error(where, key, "value is not valid YAML: " + e.msg);
+  }
+  const auto parts = split(key, '.');
+  YAML::Node overlay = value;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (it->empty()) throw config_error(where, key, "empty component in key path");
+    YAML::Node wrap(YAML::NodeType::Map);
+    wrap[*it] = overlay;
+    overlay = wrap;
+  }
+  root = merge(root, overlay);
+  origins[key] = origin{where, -1, -1};
+  if (value.IsMap()) {
+    origin_map inner;
+    record_origins(value, key, where, inner);
+    for (auto& [k, o] : inner) origins[k] = origin{where, -1, -1};
+  }
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Reads the merged tree into the structs; knows every key, so it also rejects unknown ones.
+class reader {
+ public:
+  reader(const YAML::Node& root, const origin_map& origins, std::string top_file)
+      : origins_(origins), top_file_(std::move(top_file)) {
+    stack_.push_back({root, ""});
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    auto it = origins_.find(key);
+    throw config_error(it == origins_.end() ? top_file_ : it->second.text(), key, message);
+  }
+
+  template <class F>
+  void block(const char* key, F&& body) {
+    const std::string path = child_key(stack_.back().prefix, key);
+    known_.insert(path);
+    YAML::Node node = stack_.back().node[key];
+    if (!node || node.IsNull()) {
+      stack_.push_back({YAML::Node(YAML::NodeType::Map), path});
+    } else {
+      if (!node.IsMap()) fail(path, "expected a mapping of keys");
+      stack_.push_back({node, path});
+    }
+    body();
+    check_unknown();
+    stack_.pop_back();
+  }
+
+  void finish() { check_unknown(); }
+
+  template <class T>
+  void field(const char* key, T& value) {
+    YAML::Node node = get(key);
+    if (!node) return;
+    if (!node.IsScalar()) fail(path_of(key), std::string("expected ") + type_name<T>());
+    try {
+      value = node.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(path_of(key), std::string("expected ") + type_name<T>() + ", got '" + node.Scalar() + "'");
+    }
+  }
+
+  void nullable(const char* key, std::string& value) {
+    YAML::Node node = get(key);
+    if (!node) return;
+    if (node.IsNull()) {
+      value.clear();
+      return;
+    }
+    field(key, value);
+  }
+
+  template <class E>
+  void choice(const char* key, E& value, std::initializer_list<E> allowed) {
+    YAML::Node node = get(key);
+    if (!node) return;
+    std::vector<std::string> names;
+    for (E e : allowed) names.push_back(to_string(e));
+    const std::string text = node.IsScalar() ? node.Scalar() : std::string();
+    for (E e : allowed) {
+      if (text == to_string(e)) {
+        value = e;
+        return;
+      }
+    }
+    fail(path_of(key), "unknown value '" + text + "'; allowed: " + join(names, ", "));
+  }
+
+  void numbers(const char* key, std::vector<double>& value) {
+    YAML::Node node = get(key);
+    if (!node) return;
+    if (!node.IsSequence()) fail(path_of(key), "expected a list of numbers, e.g. [0.5, 0.5, 0.5]");
+    value.clear();
+    for (const auto& item : node) {
+      try {
+        value.push_back(item.as<double>());
+      } catch (const YAML::Exception&) {
+        fail(path_of(key), "expected a list of numbers");
+      }
+    }
+  }
+
+  void batch_size(const char* key, int& value, bool& is_auto) {
+    YAML::Node node = get(key);
+    if (!node) return;
+    if (node.IsScalar() && node.Scalar() == "auto") {
+      is_auto = true;
+      return;
+    }
+    is_auto = false;
+    field(key, value);
+  }
+
+ private:
+  struct frame {
+    YAML::Node node;
+    std::string prefix;
+  };
+
+  std::string path_of(const char* key) const { return child_key(stack_.back().prefix, key); }
+
+  YAML::Node get(const char* key) {
+    known_.insert(path_of(key));
+    return stack_.back().node[key];
+  }
+
+  void check_unknown() const {
+    const frame& f = stack_.back();
+    std::vector<std::string> siblings;
+    for (const auto& k : known_) {
+      if (k.rfind(f.prefix.empty() ? "" : f.prefix + ".", 0) == 0) {
+        std::string rest = f.prefix.empty() ? k : k.substr(f.prefix.size() + 1);
+        if (rest.find('.') == std::string::npos) siblings.push_back(rest);
+      }
+    }
+    for (auto it = f.node.begin(); it != f.node.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      const std::string path = child_key(f.prefix, key);
+      if (known_.count(path)) continue;
+      std::string hint = closest_match(key, siblings);
+      fail(path, "unknown key" + (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+    }
+  }
+
+  template <class T>
+  static const char* type_name() {
+    if (std::is_same<T, bool>::value) return "true or false";
+    if (std::is_integral<T>::value) return "an integer";
+    if (std::is_floating_point<T>::value) return "a number";
+    return "a string";
+  }
+
+  const origin_map& origins_;
+  std::string top_file_;
+  std::vector<frame> stack_;
+  std::set<std::string> known_;
+};
+
+// Writes the structs back as YAML, in the same order and with the same keys as the reader.
+class writer {
+ public:
+  writer() { out_ << YAML::BeginMap; }
+  std::string finish() {
+    out_ << YAML::EndMap;
+    return std::string(out_.c_str()) + "\n";
+  }
+  template <class F>
+  void block(const char* key, F&& body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    body();
+    out_ << YAML::EndMap;
+  }
+  void field(const char* key, const std::string& v) {
+    out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << v;
+  }
+  void field(const char* key, bool v) { out_ << YAML::Key << key << YAML::Value << (v ? "true" : "false"); }
+  void field(const char* key, int v) { out_ << YAML::Key << key << YAML::Value << v; }
+  void field(const char* key, std::uint64_t v) { out_ << YAML::Key << key << YAML::Value << v; }
+  void field(const char* key, double v) { out_ << YAML::Key << key << YAML::Value << format_double(v); }
+  void nullable(const char* key, const std::string& v) {
+    if (v.empty()) out_ << YAML::Key << key << YAML::Value << YAML::Null;
+    else field(key, v);
+  }
+  template <class E>
+  void choice(const char* key, E& value, std::initializer_list<E>) {
+    out_ << YAML::Key << key << YAML::Value << to_string(value);
+  }
+  void numbers(const char* key, const std::vector<double>& v) {
+    out_ << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double d : v) out_ << format_double(d);
+    out_ << YAML::EndSeq;
+  }
+  void batch_size(const char* key, int value, bool is_auto) {
+    if (is_auto) out_ << YAML::Key << key << YAML::Value << "auto";
+    else field(key, value);
+  }
+
+ private:
+  YAML::Emitter out_;
+};
+
+// The one list of every key: reading, writing and hashing all walk it.
+template <class V>
+void visit(V& v, profile& p) {
+  v.field("name", p.name);
+  v.field("description", p.description);
+  v.field("device", p.device);
+  v.field("seed", p.seed);
+  v.field("threads", p.threads);
+  v.block("model", [&] {
+    v.field("arch", p.model.arch);
+    v.field("num_classes", p.model.num_classes);
+    v.nullable("weights", p.model.weights);
+    v.field("channels_last", p.model.channels_last);
+  });
+  v.block("data", [&] {
+    auto& d = p.data;
+    v.choice("source", d.source, {data_source::cifar10, data_source::fashion_mnist, data_source::mnist,
+                                  data_source::synthetic, data_source::device_synthetic});
+    v.field("path", d.path);
+    v.field("split", d.split);
+    v.field("image_size", d.image_size);
+    v.block("normalize", [&] {
+      v.numbers("mean", d.normalize.mean);
+      v.numbers("std", d.normalize.std);
+    });
+    v.field("workers", d.workers);
+    v.field("prefetch_factor", d.prefetch_factor);
+    v.field("pin_memory", d.pin_memory);
+    v.field("shuffle", d.shuffle);
+    v.field("drop_last", d.drop_last);
+    v.choice("preprocess", d.preprocess, {preprocess_place::host, preprocess_place::device});
+    v.field("samples", d.samples);
+    v.field("source_size", d.source_size);
+  });
+  v.block("train", [&] {
+    auto& t = p.train;
+    v.batch_size("batch_size", t.batch_size, t.batch_size_auto);
+    v.field("grad_accumulation", t.grad_accumulation);
+    v.block("optimizer", [&] {
+      v.field("name", t.optimizer.name);
+      v.field("lr", t.optimizer.lr);
+      v.field("momentum", t.optimizer.momentum);
+      v.field("weight_decay", t.optimizer.weight_decay);
+      v.field("foreach", t.optimizer.foreach);
+    });
+    v.choice("amp", t.amp, {amp_mode::off, amp_mode::fp16, amp_mode::bf16});
+    v.choice("grad_scaler", t.grad_scaler, {switch_mode::automatic, switch_mode::on, switch_mode::off});
+  });
+  v.block("transfer", [&] {
+    v.field("non_blocking", p.transfer.non_blocking);
+    v.field("copy_stream", p.transfer.copy_stream);
+    v.field("depth", p.transfer.depth);
+  });
+  v.block("backend", [&] {
+    v.field("cudnn_benchmark", p.backend.cudnn_benchmark);
+    v.field("tf32", p.backend.tf32);
+    v.field("cuda_graph", p.backend.cuda_graph);
+  });
+  v.block("measure", [&] {
+    v.field("warmup_batches", p.measure.warmup_batches);
+    v.field("measured_batches", p.measure.measured_batches);
+    v.field("repeats", p.measure.repeats);
+    v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
+  });
+  v.block("report", [&] { v.field("path", p.report.path); });
+  v.block("dist", [&] {
+    v.choice("backend", p.dist.backend,
+             {dist_backend::none, dist_backend::automatic, dist_backend::gloo, dist_backend::nccl});
+    v.field("timeout_s", p.dist.timeout_s);
+    v.field("bucket_mb", p.dist.bucket_mb);
+  });
+}
+
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
+  return d.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
+void validate(const reader& r, const profile& p) {
+  auto require = [&](bool ok, const char* key, const std::string& message) {
+    if (!ok) r.fail(key, message);
+  };
+  auto at_least = [&](int value, int low, const char* key) {
+    require(value >= low, key, "must be >= " + std::to_string(low) + ", got " + std::to_string(value));
+  };
+  require(!p.name.empty(), "name", "must not be empty");
+  require(valid_device(p.device), "device", "unknown value '" + p.device + "'; allowed: auto, cpu, cuda, cuda:N");
+  at_least(p.threads, 0, "threads");
+  require(p.model.arch == "resnet18", "model.arch", "unknown value '" + p.model.arch + "'; allowed: resnet18");
+  at_least(p.model.num_classes, 1, "model.num_classes");
+  at_least(p.data.image_size, 8, "data.image_size");
+  require(p.data.split == "train" || p.data.split == "test", "data.split",
+          "unknown value '" + p.data.split + "'; allowed: train, test");
+  constexpr std::size_t channels = 3;  // ResNet-18's stem; grayscale sources are replicated
+  require(p.data.normalize.mean.size() == channels, "data.normalize.mean",
+          "expected 3 values (one per input channel), got " + std::to_string(p.data.normalize.mean.size()));
+  require(p.data.normalize.std.size() == channels, "data.normalize.std",
+          "expected 3 values (one per input channel), got " + std::to_string(p.data.normalize.std.size()));
+  for (double s : p.data.normalize.std) require(s > 0, "data.normalize.std", "every value must be > 0");
+  at_least(p.data.workers, 0, "data.workers");
+  at_least(p.data.prefetch_factor, 1, "data.prefetch_factor");
+  at_least(p.data.samples, 1, "data.samples");
+  at_least(p.data.source_size, 1, "data.source_size");
+  if (!p.train.batch_size_auto) at_least(p.train.batch_size, 1, "train.batch_size");
+  at_least(p.train.grad_accumulation, 1, "train.grad_accumulation");
+  require(p.train.optimizer.name == "sgd", "train.optimizer.name",
+          "unknown value '" + p.train.optimizer.name + "'; allowed: sgd");
+  require(p.train.optimizer.lr > 0, "train.optimizer.lr", "must be > 0");
+  require(p.train.optimizer.momentum >= 0 && p.train.optimizer.momentum < 1, "train.optimizer.momentum",
+          "must be in [0, 1)");
+  require(p.train.optimizer.weight_decay >= 0, "train.optimizer.weight_decay", "must be >= 0");
+  require(!(p.train.grad_scaler == switch_mode::on && p.train.amp != amp_mode::fp16), "train.grad_scaler",
+          "'on' needs train.amp: fp16 (bf16 and fp32 do not underflow the way fp16 does)");
+  at_least(p.transfer.depth, 2, "transfer.depth");
+  at_least(p.measure.warmup_batches, 0, "measure.warmup_batches");
+  at_least(p.measure.measured_batches, 1, "measure.measured_batches");
+  at_least(p.measure.repeats, 1, "measure.repeats");
+  require(!p.report.path.empty(), "report.path", "must not be empty");
+  require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
+  require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");
+  if (p.backend.cuda_graph) {
+    require(p.train.grad_accumulation == 1, "backend.cuda_graph",
+            "a graph captures one whole step; it cannot be combined with train.grad_accumulation > 1");
+    require(p.data.drop_last, "backend.cuda_graph", "a graph needs fixed shapes: set data.drop_last: true");
+  }
+  require(!(p.train.batch_size_auto && p.dist.backend != dist_backend::none), "train.batch_size",
+          "'auto' is not supported with data-parallel runs; give a number");
+}
+
+}  // namespace
+
+loaded_profile load_profile(const fs::path& file, const std::vector<std::string>& sets) {
+  origin_map origins;
+  loaded_profile out;
+  out.path = file;
+  YAML::Node root = load_chain(file, origin{file.string(), -1, -1}, out.chain, origins);
+  for (const auto& s : sets) apply_set(root, s, origins);
+  reader r(root, origins, file.string());
+  visit(r, out.value);
+  r.finish();
+  validate(r, out.value);
+  return out;
+}
+
+std::string to_yaml(const profile& p) {
+  writer w;
+  profile copy = p;
+  visit(w, copy);
+  return w.finish();
+}
+
+std::string profile_hash(const profile& p) { return hex64(fnv1a64(to_yaml(p))); }
+
+std::string workload_hash(const profile& p) {
+  profile copy = p;
+  copy.name.clear();
+  copy.description.clear();
+  copy.report = report_config{};
+  copy.measure = measure_config{};
+  return hex64(fnv1a64(to_yaml(copy)));
+}
+
+}  // namespace trainbench

@@ -1,0 +1,28 @@
+#pragma once
+// Loading profiles (extends chains, --set overrides, validation) and writing them back.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainbench/config/profile.hpp"
+
+namespace trainbench {
+
+struct loaded_profile {
+  profile value;
+  std::filesystem::path path;  // the file the user named
+  std::vector<std::string> chain;  // files read, child first
+};
+
+// Throws config_error naming file, line, column and key for anything wrong.
+loaded_profile load_profile(const std::filesystem::path& file, const std::vector<std::string>& sets = {});
+
+// The fully resolved profile as YAML that load_profile accepts unchanged.
+std::string to_yaml(const profile& p);
+
+// Identity of the resolved profile: compare matches results on it.
+std::string profile_hash(const profile& p);
+// The same, ignoring what does not change the work (name, description, report, measure counts).
+std::string workload_hash(const profile& p);
+
+}  // namespace trainbench

@@ -1,0 +1,128 @@
+// Stage times from CUDA events: created once per window size, recorded on the stream that runs
+// the stage, read only after the window's closing synchronisation.
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "trainbench/cuda/cuda_check.hpp"
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cuda_transfer.hpp"
+
+namespace trainbench {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+class cuda_clock final : public stage_clock {
+ public:
+  cuda_clock(c10::Device device, std::optional<c10::cuda::CUDAStream> copy) : device_(device), copy_(copy) {}
+  ~cuda_clock() override {
+    for (cudaEvent_t e : events_) TB_CUDA_WARN(cudaEventDestroy(e));
+    if (origin_) TB_CUDA_WARN(cudaEventDestroy(origin_));
+  }
+
+  void start_window(int batches) override {
+    c10::cuda::CUDAGuard guard(device_);
+    const std::size_t needed = static_cast<std::size_t>(batches) * stage_count * 2;
+    while (events_.size() < needed) {
+      cudaEvent_t e;
+      TB_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    if (!origin_) TB_CUDA_CHECK(cudaEventCreate(&origin_));
+    recorded_.assign(needed, false);
+    host_begin_.assign(static_cast<std::size_t>(batches), {});
+    host_wait_.assign(static_cast<std::size_t>(batches), -1.0);
+    batches_ = batches;
+    c10::cuda::device_synchronize();
+    TB_CUDA_CHECK(cudaEventRecord(origin_, compute()));
+    wall_start_ = steady::now();
+  }
+
+  void begin(stage_id s, int batch) override { mark(s, batch, 0); }
+  void end(stage_id s, int batch) override { mark(s, batch, 1); }
+
+  double finish_window(window_times& out) override {
+    c10::cuda::device_synchronize();
+    const double wall = std::chrono::duration<double>(steady::now() - wall_start_).count();
+    out.per_batch.assign(static_cast<std::size_t>(batches_), {});
+    double copy_total = 0, copy_hidden = 0;
+    std::vector<std::pair<double, double>> compute_spans, copy_spans;
+    for (int b = 0; b < batches_; ++b) {
+      auto& row = out.per_batch[static_cast<std::size_t>(b)];
+      row.fill(-1.0);
+      row[0] = host_wait_[static_cast<std::size_t>(b)];
+      for (int s = 1; s < stage_count; ++s) {
+        if (!recorded_[index(s, b, 0)] || !recorded_[index(s, b, 1)]) continue;
+        const double t0 = since_origin(index(s, b, 0)), t1 = since_origin(index(s, b, 1));
+        row[s] = t1 - t0;
+        if (s == static_cast<int>(stage_id::h2d)) copy_spans.push_back({t0, t1});
+      }
+      const int first = static_cast<int>(stage_id::forward), last = static_cast<int>(stage_id::optimizer);
+      int end_stage = last;
+      while (end_stage > first && !recorded_[index(end_stage, b, 1)]) --end_stage;
+      if (recorded_[index(first, b, 0)] && recorded_[index(end_stage, b, 1)])
+        compute_spans.push_back({since_origin(index(first, b, 0)), since_origin(index(end_stage, b, 1))});
+    }
+    out.overlap_share.reset();
+    if (copy_ && !copy_spans.empty()) {
+      for (const auto& c : copy_spans) {
+        copy_total += c.second - c.first;
+        for (const auto& k : compute_spans)
+          copy_hidden += std::max(0.0, std::min(c.second, k.second) - std::max(c.first, k.first));
+      }
+      if (copy_total > 0) out.overlap_share = std::min(1.0, copy_hidden / copy_total);
+    }
+    return wall;
+  }
+
+  const char* kind() const override { return "CUDA events (data_wait: host steady clock)"; }
+
+ private:
+  cudaStream_t compute() const { return c10::cuda::getCurrentCUDAStream(device_.index()).stream(); }
+  std::size_t index(int s, int b, int edge) const {
+    return (static_cast<std::size_t>(b) * stage_count + static_cast<std::size_t>(s)) * 2 + edge;
+  }
+  double since_origin(std::size_t i) const {
+    float ms = 0;
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[i]));
+    return ms / 1000.0;
+  }
+  void mark(stage_id s, int batch, int edge) {
+    if (s == stage_id::data_wait) {
+      // Waiting for the loader is host time, not device time.
+      auto& t = host_begin_[static_cast<std::size_t>(batch)];
+      if (edge == 0) t = steady::now();
+      else host_wait_[static_cast<std::size_t>(batch)] = std::chrono::duration<double>(steady::now() - t).count();
+      return;
+    }
+    const std::size_t i = index(static_cast<int>(s), batch, edge);
+    cudaStream_t stream = (s == stage_id::h2d && copy_) ? copy_->stream() : compute();
+    TB_CUDA_CHECK(cudaEventRecord(events_[i], stream));
+    recorded_[i] = true;
+  }
+
+  c10::Device device_;
+  std::optional<c10::cuda::CUDAStream> copy_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<bool> recorded_;
+  std::vector<steady::time_point> host_begin_;
+  std::vector<double> host_wait_;
+  cudaEvent_t origin_ = nullptr;
+  int batches_ = 0;
+  steady::time_point wall_start_;
+};
+
+}  // namespace
+
+std::unique_ptr<stage_clock> make_cuda_clock(c10::Device device, const transfer_stage* transfer) {
+  std::optional<c10::cuda::CUDAStream> copy;
+  if (auto* lane = dynamic_cast<const copy_lane*>(transfer)) copy = lane->stream();
+  return std::make_unique<cuda_clock>(device, copy);
+}
+
+}  // namespace trainbench

@@ -1,0 +1,20 @@
+// Built only when LibTorch has no CUDA: every entry point says so.
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/util/error.hpp"
+
+namespace trainbench {
+namespace {
+[[noreturn]] void no_cuda() { throw run_error("no_cuda", "this trainbench was built against a LibTorch without CUDA"); }
+}  // namespace
+
+bool cuda_code_compiled() { return false; }
+std::string cuda_device_name(c10::Device) { no_cuda(); }
+std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device, const transfer_config&, bool) { no_cuda(); }
+std::unique_ptr<stage_clock> make_cuda_clock(c10::Device, const transfer_stage*) { no_cuda(); }
+std::unique_ptr<device_probe> make_cuda_probe(c10::Device) { no_cuda(); }
+std::unique_ptr<train_step> make_graph_step(resnet18, const step_options&, const std::vector<std::int64_t>&, bool) {
+  no_cuda();
+}
+cuda_versions cuda_library_versions() { return {}; }
+
+}  // namespace trainbench

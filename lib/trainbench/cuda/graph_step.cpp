@@ -1,0 +1,140 @@
+// The whole training step (forward, loss, backward, unscale, SGD, scale update) captured once
+// into a CUDA graph and replayed per batch: the C++ stand-in for torch.compile.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <optional>
+
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/stages/amp.hpp"
+#include "trainbench/stages/grad_scaler.hpp"
+#include "trainbench/stages/optimizer.hpp"
+
+namespace trainbench {
+namespace {
+
+constexpr int warmup_steps = 3;
+
+// Ends an open capture if an exception unwinds through it, so the stream is usable again.
+class capture_guard {
+ public:
+  explicit capture_guard(at::cuda::CUDAGraph& g) : graph_(g) {}
+  ~capture_guard() {
+    if (!done_) {
+      try {
+        graph_.capture_end();
+      } catch (...) {
+      }
+    }
+  }
+  void done() { done_ = true; }
+
+ private:
+  at::cuda::CUDAGraph& graph_;
+  bool done_ = false;
+};
+
+class graph_step final : public train_step {
+ public:
+  graph_step(resnet18 model, const step_options& o, const std::vector<std::int64_t>& shape, bool channels_last)
+      : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
+    auto f = at::TensorOptions().device(o.device);
+    static_images_ = at::zeros(shape, f.dtype(at::kFloat));
+    if (channels_last) static_images_ = static_images_.contiguous(at::MemoryFormat::ChannelsLast);
+    static_labels_ = at::zeros({shape[0]}, f.dtype(at::kLong));
+    if (o.scaler) scaler_.emplace(o.device);
+  }
+
+  void forward(const device_batch& batch) override {
+    // Copy into the static inputs unless the transfer stage already wrote there.
+    if (batch.images.data_ptr() != static_images_.data_ptr()) {
+      static_images_.copy_(batch.images, true);
+      static_labels_.copy_(batch.labels, true);
+    }
+    if (!graph_) capture();
+    graph_->replay();
+  }
+  void backward() override {}
+  void optimizer_step() override {}
+  bool fused() const override { return true; }
+  at::Tensor last_loss() const override { return static_loss_; }
+  at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
+  at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  std::string describe() const override {
+    return "CUDA graph of forward + loss + backward + SGD" + std::string(scaler_ ? " + loss scaling" : "") +
+           " (captured after " + std::to_string(warmup_steps) + " eager warm-up steps on a side stream)";
+  }
+  std::pair<at::Tensor, at::Tensor> static_inputs() const override { return {static_images_, static_labels_}; }
+
+ private:
+  at::Tensor body() {
+    at::Tensor loss;
+    {
+      autocast_scope amp(c10::kCUDA, amp_dtype(options_.amp), options_.amp != amp_mode::off);
+      loss = at::cross_entropy_loss(model_->forward(static_images_), static_labels_);
+    }
+    (scaler_ ? scaler_->scale(loss) : loss).backward();
+    if (scaler_) {
+      optimizer_.step(scaler_->unscale(optimizer_.grads()));
+      scaler_->update();
+    } else {
+      optimizer_.step();
+    }
+    return loss.detach();
+  }
+
+  void capture() {
+    const auto index = options_.device.index();
+    auto current = c10::cuda::getCurrentCUDAStream(index);
+    auto side = c10::cuda::getStreamFromPool(false, index);
+    at::cuda::CUDAEvent before, after;
+    before.record(current);
+    before.block(side);
+    {
+      // Lazy work must happen before capture: cuDNN autotuning, cuBLAS handles and workspaces,
+      // allocator blocks for this stream.
+      c10::cuda::CUDAStreamGuard guard(side);
+      for (int i = 0; i < warmup_steps; ++i) {
+        optimizer_.zero_grad();
+        body();
+      }
+    }
+    after.record(side);
+    after.block(current);
+    c10::cuda::device_synchronize();
+    optimizer_.zero_grad();  // grads are allocated from the graph's pool during capture
+    at::autocast::set_autocast_cache_enabled(false);
+    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      capture_guard open(*graph_);
+      // Thread-local mode: a loader thread pinning memory must not invalidate the capture.
+      graph_->capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
+      static_loss_ = body();
+      graph_->capture_end();
+      open.done();
+    }
+    at::autocast::set_autocast_cache_enabled(true);
+  }
+
+  resnet18 model_;
+  step_options options_;
+  sgd optimizer_;
+  std::optional<grad_scaler> scaler_;
+  at::Tensor static_images_, static_labels_, static_loss_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+};
+
+}  // namespace
+
+std::unique_ptr<train_step> make_graph_step(resnet18 model, const step_options& options,
+                                            const std::vector<std::int64_t>& input_shape, bool channels_last) {
+  return std::make_unique<graph_step>(std::move(model), options, input_shape, channels_last);
+}
+
+}  // namespace trainbench

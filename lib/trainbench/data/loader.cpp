@@ -1,0 +1,169 @@
+#include "trainbench/data/loader.hpp"
+
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "trainbench/util/error.hpp"
+
+namespace trainbench {
+
+batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options options)
+    : data_(std::move(data)),
+      options_(std::move(options)),
+      transform_(data_->height(), data_->width(), data_->channels(), options_.image_size, options_.mean,
+                 options_.std, options_.channels_last) {
+  const std::int64_t n = data_->size();
+  shard_size_ = n / options_.world;
+  const std::int64_t b = options_.batch_size;
+  batches_per_epoch_ = options_.drop_last ? shard_size_ / b : (shard_size_ + b - 1) / b;
+  if (batches_per_epoch_ < 1) {
+    throw input_error(data_->describe() + " has " + std::to_string(shard_size_) +
+                      " samples per rank, fewer than one batch of " + std::to_string(b) + " with drop_last");
+  }
+  pinned_ = options_.pin_memory;
+  const int count = std::max(2, options_.prefetch_factor * std::max(1, options_.workers));
+  auto opts = at::TensorOptions().pinned_memory(pinned_);
+  slots_.resize(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    auto& s = slots_[static_cast<std::size_t>(i)];
+    if (options_.raw_uint8) {
+      s.batch.images = at::empty({b, data_->height(), data_->width(), data_->channels()}, opts.dtype(at::kByte));
+    } else {
+      const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+      s.batch.images = at::empty({b, 3, options_.image_size, options_.image_size}, opts.dtype(at::kFloat), format);
+    }
+    s.batch.labels = at::empty({b}, opts.dtype(at::kLong));
+    s.batch.slot = i;
+    s.next_index = i;
+  }
+  for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+batch_loader::~batch_loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& t : threads_) t.join();
+  // A fence may refer to a copy still in flight; wait before the buffers go away.
+  for (auto& s : slots_)
+    if (s.fence) s.fence();
+}
+
+std::shared_ptr<const std::vector<std::int64_t>> batch_loader::epoch_order(std::int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(order_mutex_);
+  auto it = orders_.find(epoch);
+  if (it != orders_.end()) return it->second;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(data_->size()));
+  std::iota(all.begin(), all.end(), 0);
+  if (options_.shuffle) {
+    std::mt19937_64 rng(options_.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
+    std::shuffle(all.begin(), all.end(), rng);
+  }
+  // DistributedSampler semantics: rank r takes positions r, r + world, ...; equal shard sizes.
+  auto order = std::make_shared<std::vector<std::int64_t>>();
+  order->reserve(static_cast<std::size_t>(shard_size_));
+  for (std::int64_t i = options_.rank; i < shard_size_ * options_.world; i += options_.world)
+    order->push_back(all[static_cast<std::size_t>(i)]);
+  orders_[epoch] = order;
+  while (orders_.size() > 4) orders_.erase(orders_.begin());
+  return order;
+}
+
+std::vector<std::int64_t> batch_loader::batch_indices(std::int64_t index) const {
+  const std::int64_t epoch = index / batches_per_epoch_, j = index % batches_per_epoch_;
+  auto order = epoch_order(epoch);
+  const std::int64_t first = j * options_.batch_size;
+  const std::int64_t last = std::min<std::int64_t>(first + options_.batch_size, shard_size_);
+  return {order->begin() + first, order->begin() + last};
+}
+
+void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch) {
+  if (s.fence) {
+    s.fence();
+    s.fence = nullptr;
+  }
+  const auto indices = batch_indices(index);
+  auto* labels = s.batch.labels.data_ptr<std::int64_t>();
+  if (options_.raw_uint8) {
+    auto* out = s.batch.images.data_ptr<std::uint8_t>();
+    const std::size_t bytes = static_cast<std::size_t>(data_->height()) * data_->width() * data_->channels();
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      const sample_view v = data_->sample(indices[i]);
+      std::memcpy(out + i * bytes, v.pixels, bytes);
+      labels[i] = v.label;
+    }
+  } else {
+    float* out = s.batch.images.data_ptr<float>();
+    const std::int64_t floats = transform_.output_floats();
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      const sample_view v = data_->sample(indices[i]);
+      transform_.apply(v.pixels, out + static_cast<std::int64_t>(i) * floats, scratch);
+      labels[i] = v.label;
+    }
+  }
+  s.batch.index = index;
+  s.batch.count = static_cast<std::int64_t>(indices.size());
+}
+
+void batch_loader::worker_loop(int worker) {
+  std::vector<float> scratch;
+  const int k = slots();
+  for (std::int64_t index = worker;; index += options_.workers) {
+    slot& s = slots_[static_cast<std::size_t>(index % k)];
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || (s.state == slot_state::free && s.next_index == index); });
+      if (stopping_) return;
+      s.state = slot_state::filling;
+    }
+    try {
+      fill(s, index, scratch);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      stopping_ = true;
+      changed_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      s.state = slot_state::ready;
+    }
+    changed_.notify_all();
+  }
+}
+
+const host_batch& batch_loader::next() {
+  const std::int64_t index = consumed_++;
+  slot& s = slots_[static_cast<std::size_t>(index % slots())];
+  if (options_.workers == 0) {
+    TB_ASSERT(s.state == slot_state::free && s.next_index == index, "ring slot still held by the consumer");
+    fill(s, index, main_scratch_);
+    s.state = slot_state::ready;
+    return s.batch;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return error_ || (s.state == slot_state::ready && s.batch.index == index); });
+  if (error_) std::rethrow_exception(error_);
+  return s.batch;
+}
+
+void batch_loader::release(const host_batch& batch, copy_fence fence) {
+  slot& s = slots_[static_cast<std::size_t>(batch.slot)];
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TB_ASSERT(s.state == slot_state::ready && s.batch.index == batch.index, "release of a batch not handed out");
+    s.fence = std::move(fence);
+    s.next_index = batch.index + slots();
+    s.state = slot_state::free;
+  }
+  changed_.notify_all();
+}
+
+}  // namespace trainbench

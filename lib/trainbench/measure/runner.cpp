@@ -1,0 +1,114 @@
+#include "trainbench/measure/runner.hpp"
+
+#include <ATen/core/Tensor.h>
+
+#include "trainbench/measure/nvtx.hpp"
+#include "trainbench/util/interrupt.hpp"
+
+namespace trainbench {
+
+runner::runner(pipeline& p, const measure_config& m, progress_fn progress)
+    : p_(p), m_(m), progress_(std::move(progress)) {
+  batch_ranges_ = m.nvtx != nvtx_level::off;
+  stage_ranges_ = m.nvtx == nvtx_level::stage;
+}
+
+void runner::run() {
+  warmup();
+  p_.probe->reset_peaks();
+  p_.probe->start_sampling();
+  for (int r = 0; r < m_.repeats; ++r) measure_window(r);
+  p_.probe->stop_sampling();
+  read_loss(result_.loss_last);
+  if (p_.step) {
+    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = s.item<double>();
+    if (auto s = p_.step->loss_scale(); s.defined()) result_.loss_scale = s.item<double>();
+  }
+  p_.probe->fill(result_.memory, result_.telemetry);
+}
+
+void runner::warmup() {
+  nvtx_range range(batch_ranges_, "warmup");
+  for (int i = 0; i < m_.warmup_batches; ++i) {
+    run_batch(-1);
+    if (i == 0) read_loss(result_.loss_first);  // outside any measured window
+    result_.warmup_batches_done = i + 1;
+    if (progress_) progress_("warmup", i + 1, m_.warmup_batches);
+  }
+}
+
+void runner::measure_window(int repeat) {
+  nvtx_range range(batch_ranges_, "measured window", repeat);
+  const int n = m_.measured_batches;
+  std::int64_t samples = 0;
+  p_.clock->start_window(n);
+  for (int row = 0; row < n; ++row) {
+    samples += run_batch(row);
+    if (progress_) progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
+                             static_cast<std::int64_t>(m_.repeats) * n);
+  }
+  window_times times;
+  const double elapsed = p_.clock->finish_window(times);
+  result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
+  for (const auto& row : times.per_batch) {
+    for (int s = 0; s < stage_count; ++s)
+      if (row[s] >= 0) result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
+  }
+  if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
+}
+
+void runner::timed(stage_id s, int row, const std::function<void()>& work) {
+  nvtx_range range(stage_ranges_, stage_name(s), next_batch_ - 1);
+  if (row >= 0) p_.clock->begin(s, row);
+  work();
+  if (row >= 0) p_.clock->end(s, row);
+}
+
+// Pull the next host batch from the loader and start its copy.
+void runner::fetch(int row) {
+  const host_batch* batch = nullptr;
+  {
+    nvtx_range range(batch_ranges_, "__next__", submitted_);
+    timed(stage_id::data_wait, row, [&] { batch = &p_.loader->next(); });
+  }
+  nvtx_range range(batch_ranges_, "copy data", submitted_);
+  timed(stage_id::h2d, row, [&] { p_.transfer->submit(*batch, *p_.loader); });
+  ++submitted_;
+}
+
+std::int64_t runner::run_batch(int row) {
+  throw_if_interrupted();
+  const std::int64_t index = next_batch_++;
+  nvtx_range range(batch_ranges_, "batch", index);
+  if (row >= 0) p_.clock->begin(stage_id::batch, row);
+  device_batch batch = p_.fixed;
+  if (p_.transfer) {
+    // Keep lookahead() batches in flight: submit batch index + lookahead, then take batch index.
+    const std::int64_t ahead = index + p_.transfer->lookahead();
+    while (submitted_ <= ahead) fetch(submitted_ == ahead ? row : -1);
+    batch = p_.transfer->take();
+  }
+  if (p_.preprocess) timed(stage_id::preprocess, row, [&] { batch.images = (*p_.preprocess)(batch.images); });
+  if (p_.step) {
+    {
+      nvtx_range fwd(batch_ranges_, "forward", index);
+      timed(stage_id::forward, row, [&] { p_.step->forward(batch); });
+    }
+    nvtx_range bwd(batch_ranges_, "backward", index);
+    if (!p_.step->fused()) {
+      timed(stage_id::backward, row, [&] { p_.step->backward(); });
+      timed(stage_id::optimizer, row, [&] { p_.step->optimizer_step(); });
+    }
+  }
+  if (p_.transfer) p_.transfer->step_done();
+  if (row >= 0) p_.clock->end(stage_id::batch, row);
+  return batch.count;
+}
+
+void runner::read_loss(std::optional<double>& into) {
+  if (!p_.step) return;
+  at::Tensor loss = p_.step->last_loss();
+  if (loss.defined()) into = loss.item<double>();
+}
+
+}  // namespace trainbench

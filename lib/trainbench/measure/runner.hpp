@@ -1,0 +1,57 @@
+#pragma once
+// The measurement protocol in one place: warm up, measure windows, summarise.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "trainbench/config/profile.hpp"
+#include "trainbench/data/loader.hpp"
+#include "trainbench/measure/clock.hpp"
+#include "trainbench/measure/probe.hpp"
+#include "trainbench/report/run_result.hpp"
+#include "trainbench/stages/preprocess.hpp"
+#include "trainbench/stages/train_step.hpp"
+#include "trainbench/stages/transfer.hpp"
+
+namespace trainbench {
+
+// Stages bound to a device, ready to run (built by build_pipeline).
+struct pipeline {
+  std::unique_ptr<batch_loader> loader;          // null for device-synthetic
+  std::unique_ptr<transfer_stage> transfer;      // null for device-synthetic
+  std::unique_ptr<device_preprocess> preprocess; // data.preprocess: device
+  std::unique_ptr<train_step> step;              // null for bench-data (loader and transfer only)
+  device_batch fixed;                            // device-synthetic's one batch
+  std::unique_ptr<stage_clock> clock;
+  std::unique_ptr<device_probe> probe;
+  std::int64_t batch_size = 0;
+};
+
+// Called after every batch: phase ("warmup" / "measure"), batch in phase, batches in phase.
+using progress_fn = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
+
+class runner {
+ public:
+  runner(pipeline& p, const measure_config& m, progress_fn progress = {});
+  // Runs everything; on an exception, result() still holds the windows completed so far.
+  void run();
+  const run_result& result() const { return result_; }
+
+ private:
+  void warmup();
+  void measure_window(int repeat);
+  std::int64_t run_batch(int row);  // returns samples; row: batch within the window, -1 during warmup
+  void fetch(int row);
+  void timed(stage_id s, int row, const std::function<void()>& work);
+  void read_loss(std::optional<double>& into);
+
+  pipeline& p_;
+  measure_config m_;
+  progress_fn progress_;
+  run_result result_;
+  std::int64_t next_batch_ = 0;    // batches started
+  std::int64_t submitted_ = 0;     // batches handed to the transfer stage
+  bool stage_ranges_ = false, batch_ranges_ = false;
+};
+
+}  // namespace trainbench

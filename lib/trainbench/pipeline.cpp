@@ -1,0 +1,193 @@
+#include "trainbench/pipeline.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <torch/cuda.h>
+
+#include <thread>
+
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/stages/weights.hpp"
+#include "trainbench/util/error.hpp"
+
+namespace trainbench {
+
+bool cuda_runtime_available() { return torch::cuda::is_available(); }
+
+c10::Device resolve_device(const std::string& text) {
+  if (text == "cpu") return c10::kCPU;
+  if (text == "auto") return cuda_runtime_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (!cuda_runtime_available())
+    throw config_error("", "device", "'" + text + "' asked for, but no CUDA device is available here");
+  const int index = text == "cuda" ? 0 : std::stoi(text.substr(5));
+  if (index >= static_cast<int>(torch::cuda::device_count()))
+    throw config_error("", "device", "'" + text + "': only " + std::to_string(torch::cuda::device_count()) +
+                                         " CUDA device(s) present");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+namespace {
+
+// Switches that only mean something on CUDA become notes (or errors with --strict) elsewhere.
+void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_settings& e) {
+  auto ineffective = [&](bool requested, const char* key, const std::string& why) {
+    if (!requested) return;
+    if (strict) throw config_error("", key, "has no effect here (" + why + ") and --strict was given");
+    e.notes.push_back(std::string(key) + ": requested but ineffective: " + why);
+  };
+  if (!on_cuda) {
+    const std::string why = "the device is " + e.device + "; it needs a CUDA device";
+    ineffective(p.data.pin_memory, "data.pin_memory", why);
+    ineffective(p.transfer.non_blocking, "transfer.non_blocking", why);
+    ineffective(p.transfer.copy_stream, "transfer.copy_stream", why);
+    ineffective(p.backend.cuda_graph, "backend.cuda_graph", why);
+    ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
+    ineffective(p.backend.tf32, "backend.tf32", why);
+  } else {
+    const bool no_host_data = p.data.source == data_source::device_synthetic;
+    ineffective(no_host_data && p.data.pin_memory, "data.pin_memory", "device-synthetic data never leaves the device");
+    ineffective(no_host_data && (p.transfer.non_blocking || p.transfer.copy_stream), "transfer",
+                "device-synthetic data is not transferred");
+    ineffective(!no_host_data && p.transfer.non_blocking && !p.data.pin_memory && !p.transfer.copy_stream,
+                "transfer.non_blocking", "a copy from pageable memory is synchronous; set data.pin_memory: true");
+  }
+  ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
+              "device-synthetic data has no loader");
+}
+
+int choose_threads(const profile& p, effective_settings& e) {
+  if (p.threads > 0) at::set_num_threads(p.threads);
+  e.intra_op_threads = at::get_num_threads();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<unsigned>(e.intra_op_threads + p.data.workers) > cores) {
+    e.notes.push_back("threads: " + std::to_string(e.intra_op_threads) + " intra-op + " +
+                      std::to_string(p.data.workers) + " loader workers on " + std::to_string(cores) +
+                      " cores: they compete for the CPU (set 'threads' to share the cores)");
+  }
+  return e.intra_op_threads;
+}
+
+std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, std::int64_t batch,
+                                          effective_settings& e) {
+  auto data = open_dataset(p.data, p.model.num_classes, p.seed);
+  e.dataset = data->describe();
+  loader_options lo;
+  lo.batch_size = static_cast<int>(batch);
+  lo.workers = p.data.workers;
+  lo.prefetch_factor = p.data.prefetch_factor;
+  lo.pin_memory = pin;
+  lo.shuffle = p.data.shuffle;
+  lo.drop_last = p.data.drop_last;
+  lo.channels_last = p.model.channels_last;
+  lo.raw_uint8 = p.data.preprocess == preprocess_place::device;
+  lo.image_size = p.data.image_size;
+  lo.mean = p.data.normalize.mean;
+  lo.std = p.data.normalize.std;
+  lo.seed = p.seed;
+  lo.rank = o.rank;
+  lo.world = o.world;
+  auto loader = std::make_unique<batch_loader>(std::move(data), lo);
+  e.loader_workers = loader->workers();
+  e.loader_slots = loader->slots();
+  e.pinned_memory = loader->pinned();
+  return loader;
+}
+
+device_batch make_device_synthetic(const profile& p, c10::Device device, std::int64_t batch) {
+  auto opts = at::TensorOptions().device(device);
+  const std::int64_t s = p.data.image_size;
+  at::Tensor images = at::randn({batch, 3, s, s}, opts);
+  if (p.model.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor labels = at::randint(p.model.num_classes, {batch}, opts.dtype(at::kLong));
+  return {images, labels, 0, batch};
+}
+
+resnet18 make_model(const profile& p, c10::Device device, effective_settings& e) {
+  resnet18 model(p.model.num_classes);
+  if (!p.model.weights.empty()) load_weights(*model, p.model.weights);
+  model->to(device);
+  if (p.model.channels_last) {
+    // 4-D parameters in NHWC before the optimizer sees them.
+    for (auto& param : model->parameters())
+      if (param.dim() == 4) param.set_data(param.data().contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  model->train();
+  e.channels_last = p.model.channels_last;
+  return model;
+}
+
+}  // namespace
+
+pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
+  const c10::Device device = resolve_device(p.device);
+  const bool on_cuda = device.is_cuda();
+  e.device = device.str();
+  e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
+  note_ineffective(p, on_cuda, o.strict, e);
+  choose_threads(p, e);
+  at::manual_seed(p.seed);
+  if (on_cuda) {
+    // Legacy setters only: mixing them with the newer precision API makes the getters throw.
+    at::globalContext().setBenchmarkCuDNN(p.backend.cudnn_benchmark);
+    at::globalContext().setAllowTF32CuBLAS(p.backend.tf32);
+    at::globalContext().setAllowTF32CuDNN(p.backend.tf32);
+    e.cudnn_benchmark = p.backend.cudnn_benchmark;
+    e.tf32 = p.backend.tf32;
+  }
+  if (p.train.batch_size_auto)
+    throw config_error("", "train.batch_size", "'auto' is not implemented yet; give a number");
+  const std::int64_t batch = p.train.batch_size;
+
+  pipeline out;
+  out.batch_size = batch;
+  e.batch_size = batch;
+  const bool host_data = p.data.source != data_source::device_synthetic;
+  const bool graph = on_cuda && p.backend.cuda_graph;
+  if (host_data) {
+    out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, batch, e);
+    out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
+    e.transfer = out.transfer->describe();
+    e.non_blocking = on_cuda && (p.transfer.non_blocking || p.transfer.copy_stream) && e.pinned_memory;
+    e.copy_stream = on_cuda && p.transfer.copy_stream;
+    if (p.data.preprocess == preprocess_place::device) {
+      out.preprocess = std::make_unique<device_preprocess>(p.data.image_size, p.data.normalize.mean,
+                                                           p.data.normalize.std, p.model.channels_last, device);
+      e.preprocess = "device";
+    }
+  } else {
+    out.fixed = make_device_synthetic(p, device, batch);
+    e.transfer = "none (device-synthetic: one batch made on the device, reused)";
+    e.dataset = "device-synthetic";
+  }
+  if (o.with_step) {
+    resnet18 model = make_model(p, device, e);
+    parameters = 0;
+    for (const auto& t : model->parameters()) parameters += t.numel();
+    step_options so;
+    so.device = device;
+    so.amp = p.train.amp;
+    so.scaler = grad_scaler_enabled(p.train);
+    so.accumulation = p.train.grad_accumulation;
+    so.optimizer = p.train.optimizer;
+    e.amp = to_string(p.train.amp);
+    e.grad_scaler = so.scaler;
+    const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};
+    out.step = graph ? make_graph_step(std::move(model), so, shape, p.model.channels_last)
+                     : make_eager_step(std::move(model), so);
+    e.cuda_graph = graph;
+    if (graph && out.transfer && !out.preprocess) {
+      auto [images, labels] = out.step->static_inputs();
+      out.transfer->set_destination(images, labels);
+      e.transfer = out.transfer->describe();
+    }
+    e.step = out.step->describe();
+  }
+  out.clock = on_cuda ? make_cuda_clock(device, out.transfer.get()) : make_host_clock();
+  out.probe = on_cuda ? make_cuda_probe(device) : std::make_unique<device_probe>();
+  e.clock = out.clock->kind();
+  return out;
+}
+
+}  // namespace trainbench

@@ -1,0 +1,22 @@
+#pragma once
+// Assembles the stages a profile asks for on the device at hand, and records what really runs.
+#include "trainbench/config/profile.hpp"
+#include "trainbench/measure/runner.hpp"
+#include "trainbench/report/run_result.hpp"
+
+namespace trainbench {
+
+struct build_options {
+  bool strict = false;      // requested-but-ineffective switches become errors
+  bool with_step = true;    // false: loader and transfer only (bench-data)
+  int rank = 0, world = 1;  // data-parallel shard
+};
+
+// Resolves device: auto | cpu | cuda | cuda:N. Throws config_error when CUDA is asked for but absent.
+c10::Device resolve_device(const std::string& text);
+bool cuda_runtime_available();
+
+pipeline build_pipeline(const profile& p, const build_options& options, effective_settings& effective,
+                        std::int64_t& parameters);
+
+}  // namespace trainbench

@@ -1,0 +1,171 @@
+#include "trainbench/report/report.hpp"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "trainbench/config/profile_io.hpp"
+#include "trainbench/measure/stats.hpp"
+
+#ifndef TRAINBENCH_VERSION
+#define TRAINBENCH_VERSION "0.0.0"
+#endif
+#ifndef TRAINBENCH_GIT
+#define TRAINBENCH_GIT "unknown"
+#endif
+#ifndef TRAINBENCH_BUILD_TYPE
+#define TRAINBENCH_BUILD_TYPE "unknown"
+#endif
+
+namespace trainbench {
+using json = nlohmann::ordered_json;
+
+std::string tool_version() { return TRAINBENCH_VERSION; }
+std::string tool_git() { return TRAINBENCH_GIT; }
+
+namespace {
+
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json summary_json(const std::vector<double>& values, const char* unit, bool full) {
+  if (values.empty()) return nullptr;
+  const summary s = summarize(values);
+  json j = {{"median", s.median}, {"q1", s.q1}, {"q3", s.q3}, {"mean", s.mean}};
+  if (full) {
+    j.update({{"min", s.min}, {"max", s.max}, {"stdev", s.stdev}, {"cv", s.cv}, {"n", s.n}, {"unit", unit}});
+  }
+  return j;
+}
+
+json effective_json(const effective_settings& e) {
+  return {{"device", e.device},
+          {"device_name", e.device_name},
+          {"intra_op_threads", e.intra_op_threads},
+          {"loader_workers", e.loader_workers},
+          {"loader_slots", e.loader_slots},
+          {"pin_memory", e.pinned_memory},
+          {"non_blocking", e.non_blocking},
+          {"copy_stream", e.copy_stream},
+          {"cuda_graph", e.cuda_graph},
+          {"cudnn_benchmark", e.cudnn_benchmark},
+          {"tf32", e.tf32},
+          {"amp", e.amp},
+          {"grad_scaler", e.grad_scaler},
+          {"channels_last", e.channels_last},
+          {"preprocess", e.preprocess},
+          {"batch_size", e.batch_size},
+          {"dataset", e.dataset},
+          {"transfer", e.transfer},
+          {"step", e.step},
+          {"clock", e.clock},
+          {"notes", e.notes}};
+}
+
+json results_json(const run_result& r) {
+  std::vector<double> rates;
+  json repeats = json::array();
+  for (const auto& w : r.windows) {
+    rates.push_back(w.samples_per_s);
+    repeats.push_back({{"samples", w.samples}, {"elapsed_s", w.elapsed_s}, {"samples_per_s", w.samples_per_s}});
+  }
+  json stages = json::object();
+  for (const auto& [name, values] : r.stages_s) stages[name] = summary_json(values, "s", false);
+  json overlap = nullptr;
+  if (!r.overlap_shares.empty()) overlap = summary_json(r.overlap_shares, "share", false)["median"];
+  const auto& t = r.telemetry;
+  return {
+      {"samples_per_s", summary_json(rates, "samples/s", true)},
+      {"repeats", repeats},
+      {"warmup_batches_done", r.warmup_batches_done},
+      {"stages_s", stages},
+      {"h2d_overlap_share", overlap},
+      {"memory",
+       {{"device_peak_allocated_bytes", opt(r.memory.device_peak_allocated_bytes)},
+        {"device_peak_reserved_bytes", opt(r.memory.device_peak_reserved_bytes)},
+        {"host_peak_rss_bytes", opt(r.memory.host_peak_rss_bytes)}}},
+      {"telemetry",
+       {{"source", t.source},
+        {"samples", t.samples},
+        {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
+        {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
+        {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
+        {"power_w_mean", opt(t.power_w_mean)},
+        {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}}},
+      {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
+      {"amp", {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}}},
+  };
+}
+
+}  // namespace
+
+nlohmann::ordered_json make_report(const report_input& in) {
+  const auto& c = in.context;
+  json gpu = nullptr;
+  if (c.gpu) {
+    gpu = {{"name", c.gpu->name}, {"uuid", c.gpu->uuid}, {"driver", c.gpu->driver},
+           {"memory_bytes", c.gpu->memory_bytes}};
+  }
+  json error = nullptr;
+  if (in.status != "ok") error = {{"kind", in.error_kind}, {"message", in.error_message}};
+  return {
+      {"schema_version", report_schema_version},
+      {"tool", {{"name", in.tool_name}, {"version", tool_version()}, {"git", tool_git()}}},
+      {"status", in.status},
+      {"error", error},
+      {"context",
+       {{"date", c.date},
+        {"host", c.host},
+        {"cpu", {{"model", c.cpu_model}, {"cores", c.cpu_cores}}},
+        {"gpu", gpu},
+        {"libtorch", c.libtorch},
+        {"cuda", c.cuda},
+        {"cudnn", c.cudnn},
+        {"build_type", c.build_type},
+        {"nvtx", c.nvtx},
+        {"data_generated", c.data_generated},
+        {"command_line", c.command_line}}},
+      {"profile",
+       {{"name", in.prof.name},
+        {"description", in.prof.description},
+        {"path", in.profile_path},
+        {"hash", profile_hash(in.prof)},
+        {"workload_hash", workload_hash(in.prof)},
+        {"resolved", to_yaml(in.prof)}}},
+      {"effective", effective_json(in.effective)},
+      {"model", {{"arch", in.prof.model.arch}, {"parameters", in.parameters}}},
+      {"measure",
+       {{"warmup_batches", in.prof.measure.warmup_batches},
+        {"measured_batches", in.prof.measure.measured_batches},
+        {"repeats", in.prof.measure.repeats}}},
+      {"results", results_json(in.result)},
+  };
+}
+
+context_info host_context(const std::string& command_line) {
+  context_info c;
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.date = date;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c.host = host;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      c.cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  c.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
+  c.build_type = TRAINBENCH_BUILD_TYPE;
+  c.command_line = command_line;
+  return c;
+}
+
+}  // namespace trainbench

@@ -1,0 +1,66 @@
+#pragma once
+// Plain numbers from a run: what the runner measured, before any formatting (no torch here).
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainbench {
+
+struct window_result {
+  std::int64_t samples = 0;
+  double elapsed_s = 0;
+  double samples_per_s = 0;
+};
+
+struct memory_result {
+  std::optional<std::int64_t> device_peak_allocated_bytes, device_peak_reserved_bytes;
+  std::optional<std::int64_t> host_peak_rss_bytes;
+};
+
+struct telemetry_result {
+  std::string source = "none";  // "nvml" or "none"
+  std::optional<double> gpu_util_pct_mean, mem_util_pct_mean, sm_clock_mhz_mean, power_w_mean;
+  std::optional<std::uint64_t> throttle_reasons_seen;  // bitwise or of NVML's reasons
+  std::size_t samples = 0;
+};
+
+struct run_result {
+  std::vector<window_result> windows;
+  std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
+  std::vector<double> overlap_shares;                    // per window, copy stream only
+  std::optional<double> loss_first, loss_last;
+  std::optional<double> skipped_steps, loss_scale;
+  std::int64_t warmup_batches_done = 0;
+  memory_result memory;
+  telemetry_result telemetry;
+};
+
+// What ran, as opposed to what the profile asked for.
+struct effective_settings {
+  std::string device = "cpu";
+  std::string device_name;
+  int intra_op_threads = 0;
+  int loader_workers = 0;
+  int loader_slots = 0;
+  bool pinned_memory = false;
+  bool non_blocking = false;
+  bool copy_stream = false;
+  bool cuda_graph = false;
+  bool cudnn_benchmark = false;
+  bool tf32 = false;
+  std::string amp = "off";
+  bool grad_scaler = false;
+  bool channels_last = false;
+  std::string preprocess = "host";
+  std::string transfer;
+  std::string step;
+  std::string clock;
+  std::int64_t batch_size = 0;
+  std::string dataset;
+  std::vector<std::string> notes;  // every requested switch that had no effect, and why
+};
+
+}  // namespace trainbench

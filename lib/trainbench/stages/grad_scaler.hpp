@@ -1,0 +1,34 @@
+#pragma once
+// Dynamic loss scaling with torch.amp.GradScaler's defaults and update rule, kept entirely on the
+// device: the found-inf flag becomes a 0/1 "keep" factor for the optimizer instead of a host branch,
+// so an fp16 step needs no sync and can live inside a CUDA graph.
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace trainbench {
+
+struct scaler_options {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+};
+
+class grad_scaler {
+ public:
+  grad_scaler(c10::Device device, scaler_options options = {});
+  at::Tensor scale(const at::Tensor& loss) const { return loss * scale_; }
+  // Unscales in place and returns keep = 1 - found_inf (a device scalar).
+  const at::Tensor& unscale(const std::vector<at::Tensor>& grads);
+  // Grows or backs off the scale and counts a skipped step, as GradScaler.update() does.
+  void update();
+  const at::Tensor& scale_tensor() const { return scale_; }
+  const at::Tensor& skipped_steps() const { return skipped_; }
+
+ private:
+  scaler_options options_;
+  at::Tensor scale_, inv_scale_, growth_tracker_, found_inf_, keep_, skipped_;
+};
+
+}  // namespace trainbench

@@ -1,0 +1,32 @@
+#pragma once
+// SGD with momentum and weight decay, same numbers as torch.optim.SGD (dampening 0, not Nesterov).
+// Written here rather than using torch::optim::SGD so that it is graph-safe (no host decision
+// about momentum buffers: they start at zero, which gives buf = grad on the first step exactly
+// like PyTorch), and so an fp16 step with inf/nan gradients can be skipped on the device,
+// without a host sync.
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "trainbench/config/profile.hpp"
+
+namespace trainbench {
+
+class sgd {
+ public:
+  sgd(std::vector<at::Tensor> params, const optimizer_config& cfg);
+  // keep: optional float scalar tensor on the device, 1 to apply the step, 0 to skip it.
+  void step(const at::Tensor& keep = {});
+  void zero_grad();  // set to none, as PyTorch 2.x does by default
+  const std::vector<at::Tensor>& params() const { return params_; }
+  const std::vector<at::Tensor>& momentum_buffers() const { return buffers_; }
+  std::vector<at::Tensor> grads() const;
+
+ private:
+  void step_foreach(const std::vector<at::Tensor>& grads, const at::Tensor& keep);
+  void step_loop(const std::vector<at::Tensor>& grads, const at::Tensor& keep);
+  std::vector<at::Tensor> params_, buffers_;
+  optimizer_config cfg_;
+};
+
+}  // namespace trainbench

@@ -1,0 +1,70 @@
+#include "trainbench/stages/train_step.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <optional>
+
+#include "trainbench/stages/amp.hpp"
+#include "trainbench/stages/grad_scaler.hpp"
+#include "trainbench/stages/optimizer.hpp"
+
+namespace trainbench {
+
+at::ScalarType amp_dtype(amp_mode mode) { return mode == amp_mode::bf16 ? at::kBFloat16 : at::kHalf; }
+
+namespace {
+
+class eager_step final : public train_step {
+ public:
+  eager_step(resnet18 model, const step_options& o)
+      : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
+    if (o.scaler) scaler_.emplace(o.device);
+  }
+
+  void forward(const device_batch& batch) override {
+    autocast_scope amp(options_.device.type(), amp_dtype(options_.amp), options_.amp != amp_mode::off);
+    at::Tensor logits = model_->forward(batch.images);
+    loss_ = at::cross_entropy_loss(logits, batch.labels);
+  }
+
+  void backward() override {
+    at::Tensor loss = options_.accumulation > 1 ? loss_ / options_.accumulation : loss_;
+    if (scaler_) loss = scaler_->scale(loss);
+    loss.backward();
+  }
+
+  void optimizer_step() override {
+    if (++micro_batches_ % options_.accumulation != 0) return;  // accumulate until the k-th
+    if (scaler_) {
+      optimizer_.step(scaler_->unscale(optimizer_.grads()));
+      scaler_->update();
+    } else {
+      optimizer_.step();
+    }
+    optimizer_.zero_grad();
+  }
+
+  at::Tensor last_loss() const override { return loss_.detach(); }
+  at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
+  at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  std::string describe() const override {
+    return std::string("eager") + (options_.optimizer.foreach ? ", foreach SGD" : ", per-parameter SGD");
+  }
+
+ private:
+  resnet18 model_;
+  step_options options_;
+  sgd optimizer_;
+  std::optional<grad_scaler> scaler_;
+  at::Tensor loss_;
+  std::int64_t micro_batches_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<train_step> make_eager_step(resnet18 model, const step_options& options) {
+  return std::make_unique<eager_step>(std::move(model), options);
+}
+
+}  // namespace trainbench

@@ -1,0 +1,44 @@
+#pragma once
+// The compute half of a batch. The runner calls forward, backward and optimizer_step and times
+// each; a fused step (a CUDA graph) does all the work in forward and says so.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainbench/config/profile.hpp"
+#include "trainbench/model/resnet.hpp"
+#include "trainbench/stages/batch.hpp"
+
+namespace trainbench {
+
+class train_step {
+ public:
+  virtual ~train_step() = default;
+  virtual void forward(const device_batch& batch) = 0;
+  virtual void backward() = 0;
+  virtual void optimizer_step() = 0;
+  virtual bool fused() const { return false; }
+  // Device scalars, read by the runner only outside measured windows.
+  virtual at::Tensor last_loss() const = 0;
+  virtual at::Tensor skipped_steps() const { return {}; }
+  virtual at::Tensor loss_scale() const { return {}; }
+  virtual std::string describe() const = 0;
+  // A CUDA graph's static inputs, which the transfer stage may write into directly.
+  virtual std::pair<at::Tensor, at::Tensor> static_inputs() const { return {}; }
+};
+
+struct step_options {
+  c10::Device device = c10::kCPU;
+  amp_mode amp = amp_mode::off;
+  bool scaler = false;
+  int accumulation = 1;
+  optimizer_config optimizer;
+};
+
+std::unique_ptr<train_step> make_eager_step(resnet18 model, const step_options& options);
+
+at::ScalarType amp_dtype(amp_mode mode);
+
+}  // namespace trainbench
