@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
@@ -117,8 +118,34 @@ progress_fn make_progress(bool quiet) {
 
 }  // namespace
 
+namespace {
+
+// Fills the report's status from the exception in flight; returns the exit code.
+int record_failure(report_input& in) {
+  try {
+    throw;
+  } catch (const interrupted_error& e) {
+    in.status = "interrupted";
+    in.error_kind = "interrupted";
+    in.error_message = e.what();
+    return exit_code::interrupted;
+  } catch (const run_error& e) {
+    in.status = "error";
+    in.error_kind = e.kind();
+    in.error_message = e.what();
+  } catch (const std::exception& e) {
+    in.status = "error";
+    in.error_kind = "runtime";
+    in.error_message = e.what();
+  }
+  return exit_code::failed;
+}
+
+}  // namespace
+
 int run_command(const run_request& req) {
-  // Bad input (profile, data) is found before anything is written: exit 2, no report.
+  // Bad input (profile, data, switches refused by --strict) is found before anything is
+  // written: exit 2, no report.
   loaded_profile lp = load_profile(req.config, req.sets);
   const profile& p = lp.value;
   const std::string report_path = req.out.empty() ? report_path_for(p) : req.out;
@@ -127,39 +154,38 @@ int run_command(const run_request& req) {
   report_input in;
   in.prof = p;
   in.profile_path = lp.path.string();
+  in.context = host_context(req.command_line);
   build_options bo;
   bo.strict = req.strict;
   bo.with_step = !req.data_only;
-  pipeline pipe = build_pipeline(p, bo, in.effective, in.parameters);
-  in.context = full_context(req.command_line, in.effective, p);
-  const auto& e = in.effective;
-  log_info(p.name + ": device " + e.device + " (" + e.device_name + "), " + std::to_string(e.intra_op_threads) +
-           " intra-op threads, " + std::to_string(e.loader_workers) + " loader workers, " +
-           std::to_string(e.loader_slots) + " batch buffers");
-  for (const auto& n : e.notes) log_warn(n);
-
   install_interrupt_handler();
-  runner run(pipe, p.measure, make_progress(req.quiet));
   int code = exit_code::ok;
+  std::optional<pipeline> pipe;
   try {
-    run.run();
-  } catch (const interrupted_error& e) {
-    in.status = "interrupted";
-    in.error_kind = "interrupted";
-    in.error_message = e.what();
-    code = exit_code::interrupted;
-  } catch (const run_error& e) {
-    in.status = "error";
-    in.error_kind = e.kind();
-    in.error_message = e.what();
-    code = exit_code::failed;
-  } catch (const std::exception& e) {
-    in.status = "error";
-    in.error_kind = "runtime";
-    in.error_message = e.what();
-    code = exit_code::failed;
+    pipe.emplace(build_pipeline(p, bo, in.effective, in.parameters));
+  } catch (const config_error& e) {
+    if (!e.where().empty()) throw;
+    throw config_error(lp.path.string(), e.key(), e.message());
+  } catch (const input_error& e) {
+    throw input_error(lp.path.string() + ": " + e.what());
+  } catch (...) {
+    code = record_failure(in);
   }
-  in.result = run.result();
+  in.context = full_context(req.command_line, in.effective, p);
+  if (pipe) {
+    const auto& e = in.effective;
+    log_info(p.name + ": device " + e.device + " (" + e.device_name + "), " + std::to_string(e.intra_op_threads) +
+             " intra-op threads, " + std::to_string(e.loader_workers) + " loader workers, " +
+             std::to_string(e.loader_slots) + " batch buffers");
+    for (const auto& n : e.notes) log_warn(n);
+    runner run(*pipe, p.measure, make_progress(req.quiet));
+    try {
+      run.run();
+    } catch (...) {
+      code = record_failure(in);
+    }
+    in.result = run.result();
+  }
   write_file_atomic(report_path, make_report(in).dump(2) + "\n");
   if (!req.quiet || code != exit_code::ok) print_summary(in);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);

@@ -9,9 +9,10 @@ namespace trainbench {
 class config_error : public std::runtime_error {
  public:
   config_error(const std::string& where, const std::string& key, const std::string& message)
-      : std::runtime_error(format(where, key, message)), where_(where), key_(key) {}
+      : std::runtime_error(format(where, key, message)), where_(where), key_(key), message_(message) {}
   const std::string& where() const noexcept { return where_; }
   const std::string& key() const noexcept { return key_; }
+  const std::string& message() const noexcept { return message_; }
 
  private:
   static std::string format(const std::string& where, const std::string& key, const std::string& message) {
@@ -21,6 +22,7 @@ class config_error : public std::runtime_error {
   }
   std::string where_;
   std::string key_;
+  std::string message_;
 };
 
 // Bad input that is not a profile key (a data file, a report, a command-line value): exit 2.

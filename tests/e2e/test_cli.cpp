@@ -1,0 +1,157 @@
+// The executable end to end: reports a user relies on, exit codes, interruption.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "helpers.hpp"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("a tiny CPU run writes a report with the measured numbers") {
+  const auto dir = tbtest::scratch("e2e-run");
+  const auto r = tbtest::run_cli("--config '" + tbtest::tiny_profile(dir) + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("samples/s") != std::string::npos);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["schema_version"] == 1);
+  CHECK(j["status"] == "ok");
+  CHECK(j["error"].is_null());
+  CHECK(j["tool"]["name"] == "trainbench");
+  CHECK(j["profile"]["name"] == "tiny");
+  CHECK(j["model"]["parameters"] == 11181642);
+  REQUIRE(j["results"]["repeats"].size() == 2);
+  for (const auto& w : j["results"]["repeats"]) {
+    CHECK(w["samples"] == 8);  // 2 batches of 4
+    CHECK(w["samples_per_s"].get<double>() == Approx(8.0 / w["elapsed_s"].get<double>()));
+  }
+  const double median = j["results"]["samples_per_s"]["median"];
+  CHECK(median > 0);
+  CHECK(j["results"]["samples_per_s"]["n"] == 2);
+  CHECK(j["results"]["loss"]["first"].is_number());
+  CHECK(j["results"]["loss"]["last"].is_number());
+  for (const char* s : {"data_wait", "h2d", "forward", "backward", "optimizer", "batch"})
+    CHECK(j["results"]["stages_s"][s]["median"].get<double>() >= 0);
+  CHECK(j["effective"]["device"] == "cpu");
+  CHECK(j["effective"]["notes"].empty());
+  CHECK(j["context"]["libtorch"] == "2.11.0");
+}
+
+TEST_CASE("switches that cannot work on a CPU are reported as ineffective, not faked") {
+  const auto dir = tbtest::scratch("e2e-notes");
+  const auto file = tbtest::tiny_profile(dir, "transfer: {non_blocking: true, copy_stream: true}\nbackend: {cuda_graph: true}\n");
+  const auto r = tbtest::run_cli("run --config '" + file + "' --set data.pin_memory=true");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK_FALSE(j["effective"]["cuda_graph"].get<bool>());
+  CHECK_FALSE(j["effective"]["copy_stream"].get<bool>());
+  CHECK_FALSE(j["effective"]["pin_memory"].get<bool>());
+  std::string notes = j["effective"]["notes"].dump();
+  for (const char* key : {"data.pin_memory", "transfer.non_blocking", "transfer.copy_stream", "backend.cuda_graph"})
+    CHECK(notes.find(key) != std::string::npos);
+}
+
+TEST_CASE("show prints a resolved profile that run accepts unchanged") {
+  const auto dir = tbtest::scratch("e2e-show");
+  auto r = tbtest::run_cli("show --config '" + tbtest::tiny_profile(dir) + "' --set train.batch_size=2");
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("batch_size: 2") != std::string::npos);
+  tbtest::write_text(dir / "resolved.yaml", r.output);
+  r = tbtest::run_cli("validate '" + (dir / "resolved.yaml").string() + "'");
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("a failing run leaves a report with status error and exits 1") {
+  const auto dir = tbtest::scratch("e2e-fail");
+  // A batch buffer no machine can allocate: the run starts, then fails.
+  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --set data.image_size=4000000");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["status"] == "error");
+  CHECK(j["error"]["message"].get<std::string>().size() > 0);
+  CHECK(j["results"]["repeats"].empty());
+}
+
+TEST_CASE("Ctrl-C leaves a valid report with status interrupted and exit 130") {
+  const auto dir = tbtest::scratch("e2e-sigint");
+  const auto profile = tbtest::tiny_profile(dir);
+  const fs::path log = dir / "stderr.txt";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    (void)!freopen(log.c_str(), "w", stderr);
+    (void)!freopen("/dev/null", "w", stdout);
+    execl(TRAINBENCH_EXE, TRAINBENCH_EXE, "run", "--config", profile.c_str(), "--set", "measure.measured_batches=100000",
+          "--set", "measure.repeats=3", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until warmup is over, i.e. the run is inside its first measured window.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool measuring = false;
+  while (!measuring && std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    measuring = ss.str().find("warmup: 1 batches done") != std::string::npos;
+    if (!measuring) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(measuring);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["status"] == "interrupted");
+  CHECK(j["error"]["kind"] == "interrupted");
+  CHECK(j["results"]["warmup_batches_done"] == 1);
+}
+
+TEST_CASE("bench-data measures the loader alone") {
+  const auto dir = tbtest::scratch("e2e-bench-data");
+  const auto r = tbtest::run_cli("bench-data --config '" + tbtest::tiny_profile(dir) + "' --set data.workers=1 --out '" +
+                                 (dir / "data.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "data.json");
+  CHECK(j["results"]["samples_per_s"]["median"].get<double>() > 0);
+  CHECK(j["results"]["stages_s"].contains("data_wait"));
+  CHECK_FALSE(j["results"]["stages_s"].contains("forward"));
+  CHECK(j["model"]["parameters"] == 0);
+}
+
+TEST_CASE("make-dataset, then a cifar10 run reports generated data") {
+  const auto dir = tbtest::scratch("e2e-cifar");
+  auto r = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "cifar").string() + "' --samples 40");
+  REQUIRE(r.code == 0);
+  const auto file = tbtest::tiny_profile(dir);
+  r = tbtest::run_cli("run --config '" + file + "' --set data.source=cifar10 --set data.path='" + (dir / "cifar").string() +
+                      "' --set data.workers=2");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["context"]["data_generated"] == true);
+  CHECK(j["effective"]["loader_workers"] == 2);
+}
+
+TEST_CASE("version and help") {
+  auto r = tbtest::run_cli("--version");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("LibTorch 2.11") != std::string::npos);
+  CHECK(r.output.find("NVTX") != std::string::npos);
+  CHECK(r.output.find("cuDNN") != std::string::npos);
+  r = tbtest::run_cli("--help");
+  CHECK(r.code == 0);
+  for (const char* sub : {"run", "validate", "show", "compare", "ladder", "bench-data", "make-dataset"})
+    CHECK(r.output.find(sub) != std::string::npos);
+  CHECK(tbtest::run_cli("--no-such-flag").code == 2);
+}

@@ -1,0 +1,61 @@
+#include "helpers.hpp"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tbtest {
+namespace fs = std::filesystem;
+
+fs::path source_dir() { return TRAINBENCH_SOURCE_DIR; }
+
+cli_result run_cli(const std::string& args) {
+  const std::string cmd = "cd '" + source_dir().string() + "' && '" + TRAINBENCH_EXE + "' " + args + " 2>&1";
+  cli_result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("trainbench-tests-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+std::string tiny_profile(const fs::path& dir, const std::string& extra) {
+  const fs::path file = dir / "tiny.yaml";
+  write_text(file, R"(name: tiny
+device: cpu
+seed: 1
+threads: 1
+model: {arch: resnet18, num_classes: 10}
+data: {source: synthetic, samples: 64, source_size: 8, image_size: 16, workers: 0}
+train: {batch_size: 4, optimizer: {lr: 0.01, momentum: 0.9}}
+measure: {warmup_batches: 1, measured_batches: 2, repeats: 2, nvtx: off}
+report: {path: ")" + (dir / "tiny.json").string() + "\"}\n" + extra);
+  return file.string();
+}
+
+}  // namespace tbtest

@@ -1,0 +1,25 @@
+#pragma once
+// Shared by the tests: run the real executable, make scratch folders, read reports.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace tbtest {
+
+struct cli_result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the trainbench executable with these arguments (shell words) from the source tree.
+cli_result run_cli(const std::string& args);
+// A fresh, empty folder under the build tree for one test.
+std::filesystem::path scratch(const std::string& name);
+std::filesystem::path source_dir();
+void write_text(const std::filesystem::path& file, const std::string& text);
+nlohmann::json read_json(const std::filesystem::path& file);
+// A small, fast CPU profile (synthetic data, tiny images) that tests adjust with --set.
+std::string tiny_profile(const std::filesystem::path& dir, const std::string& extra = "");
+
+}  // namespace tbtest

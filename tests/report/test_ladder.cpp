@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "helpers.hpp"
+#include "trainbench/report/ladder.hpp"
+
+using namespace trainbench;
+
+namespace {
+// Minimal well-formedness check: every tag closed in order, attributes quoted.
+bool well_formed_xml(const std::string& s, int& bars) {
+  std::vector<std::string> stack;
+  bars = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '<') continue;
+    const std::size_t end = s.find('>', i);
+    if (end == std::string::npos) return false;
+    std::string tag = s.substr(i + 1, end - i - 1);
+    i = end;
+    if (tag.empty()) return false;
+    if (tag[0] == '?' || tag[0] == '!') continue;
+    if (std::count(tag.begin(), tag.end(), '"') % 2) return false;
+    if (tag.find("class=\"bar") != std::string::npos) ++bars;
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != tag.substr(1)) return false;
+      stack.pop_back();
+    } else if (tag.back() != '/') {
+      stack.push_back(tag.substr(0, tag.find(' ')));
+    }
+  }
+  return stack.empty();
+}
+}  // namespace
+
+TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
+  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, ""},
+                                 {"01-workers", "8 workers", 150.0, ""},
+                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory"},
+                                 {"03-amp", "fp16 | autocast", 300.0, ""}};
+  const std::string md = ladder_markdown(rungs);
+  CHECK(md.find("| 01-workers | 8 workers | 150.0 | +50.0% | +50.0% |") != std::string::npos);
+  CHECK(md.find("failed: CUDA out of memory") != std::string::npos);
+  CHECK(md.find("| 03-amp | fp16 \\| autocast | 300.0 | +100.0% | +200.0% |") != std::string::npos);
+  int bars = 0;
+  CHECK(well_formed_xml(ladder_svg(rungs, "t <&> \"q\""), bars));
+  CHECK(bars == 4);
+}
+
+TEST_CASE("ladder runs the CPU profiles in natural order and writes md and svg") {
+  const auto dir = tbtest::scratch("ladder");
+  const auto r = tbtest::run_cli(
+      "ladder configs/cpu --out '" + dir.string() +
+      "' --quiet --set measure.warmup_batches=1 --set measure.measured_batches=1 --set measure.repeats=1"
+      " --set data.image_size=16 --set train.batch_size=4");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto profiles = ladder_profiles({(tbtest::source_dir() / "configs/cpu").string()});
+  std::ifstream svg_in(dir / "ladder.svg");
+  std::stringstream svg;
+  svg << svg_in.rdbuf();
+  int bars = 0;
+  CHECK(well_formed_xml(svg.str(), bars));
+  CHECK(bars == static_cast<int>(profiles.size()));
+  std::ifstream md_in(dir / "ladder.md");
+  std::stringstream md;
+  md << md_in.rdbuf();
+  for (const auto& p : profiles) {
+    const auto stem = std::filesystem::path(p).stem().string();
+    CHECK(md.str().find("| " + stem + " |") != std::string::npos);
+    CHECK(std::filesystem::exists(dir / (stem + ".json")));
+  }
+  CHECK(r.output.find("vs previous") != std::string::npos);
+}
