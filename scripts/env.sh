@@ -1,0 +1,6 @@
+# Shared by the scripts: where the project's Python environment (with LibTorch) lives.
+# Kept outside the checkout so that every clone on a machine reuses one 5 GB install.
+TORCH_VERSION_PIN="2.11.0"
+TORCHVISION_VERSION_PIN="0.26.0"
+TRAINBENCH_VENV="${TRAINBENCH_VENV:-$HOME/.cache/trainbench/venv-torch-$TORCH_VERSION_PIN}"
+TRAINBENCH_PYTHON="$TRAINBENCH_VENV/bin/python"
