@@ -4,16 +4,27 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 namespace tbtest {
 namespace fs = std::filesystem;
 
-fs::path source_dir() { return TRAINBENCH_SOURCE_DIR; }
+// Compiled-in defaults, overridable so a test binary built elsewhere runs against this checkout
+// (scripts/gpu-check.sh --prebuilt).
+fs::path source_dir() {
+  const char* env = std::getenv("TRAINBENCH_SOURCE_DIR");
+  return env ? env : TRAINBENCH_SOURCE_DIR;
+}
+
+std::string exe() {
+  const char* env = std::getenv("TRAINBENCH_EXE");
+  return env ? env : TRAINBENCH_EXE;
+}
 
 cli_result run_cli(const std::string& args) {
-  const std::string cmd = "cd '" + source_dir().string() + "' && '" + TRAINBENCH_EXE + "' " + args + " 2>&1";
+  const std::string cmd = "cd '" + source_dir().string() + "' && '" + exe() + "' " + args + " 2>&1";
   cli_result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;

@@ -17,6 +17,7 @@ cli_result run_cli(const std::string& args);
 // A fresh, empty folder under the build tree for one test.
 std::filesystem::path scratch(const std::string& name);
 std::filesystem::path source_dir();
+std::string exe();  // the trainbench executable under test
 void write_text(const std::filesystem::path& file, const std::string& text);
 nlohmann::json read_json(const std::filesystem::path& file);
 // A small, fast CPU profile (synthetic data, tiny images) that tests adjust with --set.

@@ -1,5 +1,7 @@
 #include "trainbench/commands.hpp"
 
+#include <c10/util/Exception.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -133,6 +135,13 @@ int record_failure(report_input& in) {
     in.status = "error";
     in.error_kind = e.kind();
     in.error_message = e.what();
+  } catch (const c10::OutOfMemoryError& e) {
+    // Never shrink the batch silently (a "regression" that is really a smaller batch).
+    in.status = "error";
+    in.error_kind = "out_of_memory";
+    in.error_message = "out of device memory at train.batch_size " + std::to_string(in.prof.train.batch_size) +
+                       "; use train.batch_size: auto to find the largest batch that fits. " +
+                       e.what_without_backtrace();
   } catch (const std::exception& e) {
     in.status = "error";
     in.error_kind = "runtime";

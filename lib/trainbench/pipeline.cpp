@@ -118,6 +118,28 @@ resnet18 make_model(const profile& p, c10::Device device, effective_settings& e)
   return model;
 }
 
+step_options make_step_options(const profile& p, c10::Device device) {
+  step_options so;
+  so.device = device;
+  so.amp = p.train.amp;
+  so.scaler = grad_scaler_enabled(p.train);
+  so.accumulation = p.train.grad_accumulation;
+  so.optimizer = p.train.optimizer;
+  return so;
+}
+
+batch_search_request search_request(const profile& p, c10::Device device) {
+  batch_search_request r;
+  r.device = device;
+  r.num_classes = p.model.num_classes;
+  r.image_size = p.data.image_size;
+  r.channels_last = p.model.channels_last;
+  r.cuda_graph = p.backend.cuda_graph;
+  r.input_buffers = p.transfer.copy_stream ? p.transfer.depth : 1;
+  r.step = make_step_options(p, device);
+  return r;
+}
+
 }  // namespace
 
 pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
@@ -136,9 +158,15 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     e.cudnn_benchmark = p.backend.cudnn_benchmark;
     e.tf32 = p.backend.tf32;
   }
-  if (p.train.batch_size_auto)
-    throw config_error("", "train.batch_size", "'auto' is not implemented yet; give a number");
-  const std::int64_t batch = p.train.batch_size;
+  if (p.dist.backend != dist_backend::none)
+    throw config_error("", "dist.backend", "data-parallel runs are not implemented yet; use 'none'");
+  std::int64_t batch = p.train.batch_size;
+  if (p.train.batch_size_auto) {
+    if (!on_cuda)
+      throw config_error("", "train.batch_size",
+                         "'auto' searches the largest batch that fits in device memory and needs a CUDA device; give a number");
+    batch = search_batch_size(search_request(p, device), e.batch_size_search);
+  }
 
   pipeline out;
   out.batch_size = batch;
@@ -165,12 +193,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     resnet18 model = make_model(p, device, e);
     parameters = 0;
     for (const auto& t : model->parameters()) parameters += t.numel();
-    step_options so;
-    so.device = device;
-    so.amp = p.train.amp;
-    so.scaler = grad_scaler_enabled(p.train);
-    so.accumulation = p.train.grad_accumulation;
-    so.optimizer = p.train.optimizer;
+    const step_options so = make_step_options(p, device);
     e.amp = to_string(p.train.amp);
     e.grad_scaler = so.scaler;
     const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};

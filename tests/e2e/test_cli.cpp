@@ -90,7 +90,8 @@ TEST_CASE("Ctrl-C leaves a valid report with status interrupted and exit 130") {
   if (pid == 0) {
     (void)!freopen(log.c_str(), "w", stderr);
     (void)!freopen("/dev/null", "w", stdout);
-    execl(TRAINBENCH_EXE, TRAINBENCH_EXE, "run", "--config", profile.c_str(), "--set", "measure.measured_batches=100000",
+    const std::string exe = tbtest::exe();
+    execl(exe.c_str(), exe.c_str(), "run", "--config", profile.c_str(), "--set", "measure.measured_batches=100000",
           "--set", "measure.repeats=3", static_cast<char*>(nullptr));
     _exit(127);
   }

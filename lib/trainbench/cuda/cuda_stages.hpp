@@ -24,6 +24,20 @@ std::unique_ptr<device_probe> make_cuda_probe(c10::Device device);
 std::unique_ptr<train_step> make_graph_step(resnet18 model, const step_options& options,
                                             const std::vector<std::int64_t>& input_shape, bool channels_last);
 
+struct batch_search_request {
+  c10::Device device = c10::kCUDA;
+  int num_classes = 10;
+  int image_size = 224;
+  bool channels_last = false;
+  bool cuda_graph = false;
+  int input_buffers = 1;  // device batch buffers the transfer stage will hold
+  step_options step;
+};
+// The largest batch whose whole training step fits (powers of two, then a binary search);
+// every try is recorded in `trials` as (batch, fitted).
+std::int64_t search_batch_size(const batch_search_request& request,
+                               std::vector<std::pair<std::int64_t, bool>>& trials);
+
 struct cuda_versions {
   std::string runtime = "none", cudnn = "none", driver = "none";
 };

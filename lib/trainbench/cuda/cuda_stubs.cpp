@@ -15,6 +15,7 @@ std::unique_ptr<device_probe> make_cuda_probe(c10::Device) { no_cuda(); }
 std::unique_ptr<train_step> make_graph_step(resnet18, const step_options&, const std::vector<std::int64_t>&, bool) {
   no_cuda();
 }
+std::int64_t search_batch_size(const batch_search_request&, std::vector<std::pair<std::int64_t, bool>>&) { no_cuda(); }
 cuda_versions cuda_library_versions() { return {}; }
 
 }  // namespace trainbench

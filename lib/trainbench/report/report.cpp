@@ -42,6 +42,13 @@ json summary_json(const std::vector<double>& values, const char* unit, bool full
   return j;
 }
 
+json search_json(const std::vector<std::pair<std::int64_t, bool>>& trials) {
+  if (trials.empty()) return nullptr;
+  json out = json::array();
+  for (const auto& [batch, fitted] : trials) out.push_back({{"batch_size", batch}, {"fits", fitted}});
+  return out;
+}
+
 json effective_json(const effective_settings& e) {
   return {{"device", e.device},
           {"device_name", e.device_name},
@@ -59,6 +66,7 @@ json effective_json(const effective_settings& e) {
           {"channels_last", e.channels_last},
           {"preprocess", e.preprocess},
           {"batch_size", e.batch_size},
+          {"batch_size_search", search_json(e.batch_size_search)},
           {"dataset", e.dataset},
           {"transfer", e.transfer},
           {"step", e.step},

@@ -59,6 +59,7 @@ struct effective_settings {
   std::string step;
   std::string clock;
   std::int64_t batch_size = 0;
+  std::vector<std::pair<std::int64_t, bool>> batch_size_search;  // train.batch_size: auto, (batch, fitted)
   std::string dataset;
   std::vector<std::string> notes;  // every requested switch that had no effect, and why
 };

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# trainbench against the equivalent PyTorch loop, interleaved in one run, then `trainbench compare`.
+#   usage: scripts/bench-vs-pytorch.sh [--rounds N] [--out DIR] [--set key=value ...] CONFIG...
+# Each round runs every profile once on each side (trainbench, then Python), so machine noise
+# hits both alike; the windows of all rounds are pooled per side before comparing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+rounds=3
+out=reports/vs-pytorch
+sets=()
+configs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) configs+=("$1"); shift ;;
+  esac
+done
+[ ${#configs[@]} -gt 0 ] || { echo "usage: $0 [--rounds N] [--out DIR] [--set k=v] CONFIG..." >&2; exit 2; }
+[ -x build/trainbench ] || { echo "bench-vs-pytorch.sh: build first (scripts/setup.sh)" >&2; exit 2; }
+[ -x "$TRAINBENCH_PYTHON" ] || { echo "bench-vs-pytorch.sh: no Python environment at $TRAINBENCH_VENV (scripts/setup.sh)" >&2; exit 2; }
+rm -rf "$out"; mkdir -p "$out/rounds" "$out/trainbench" "$out/pytorch"
+for r in $(seq 1 "$rounds"); do
+  for c in "${configs[@]}"; do
+    n=$(basename "$c" .yaml)
+    echo "== round $r/$rounds: $n"
+    ./build/trainbench run --quiet --config "$c" "${sets[@]}" --out "$out/rounds/tb-$n-$r.json" > /dev/null
+    "$TRAINBENCH_PYTHON" scripts/reference/pytorch_run.py --config "$c" "${sets[@]}" --out "$out/rounds/py-$n-$r.json" > /dev/null
+  done
+done
+# Pool the rounds: one report per side and profile, with every window.
+"$TRAINBENCH_PYTHON" - "$out" <<'PY'
+import json, statistics, sys, glob, os
+out = sys.argv[1]
+for side, folder in (("tb", "trainbench"), ("py", "pytorch")):
+    groups = {}
+    for f in sorted(glob.glob(f"{out}/rounds/{side}-*.json")):
+        groups.setdefault(f.rsplit("-", 1)[0], []).append(json.load(open(f)))
+    for key, reps in groups.items():
+        merged = reps[0]
+        merged["results"]["repeats"] = [w for r in reps for w in r["results"]["repeats"]]
+        rates = [w["samples_per_s"] for w in merged["results"]["repeats"]]
+        merged["results"]["samples_per_s"]["median"] = statistics.median(rates)
+        merged["results"]["samples_per_s"]["n"] = len(rates)
+        name = os.path.basename(key)[len(side) + 1:]
+        json.dump(merged, open(f"{out}/{folder}/{name}.json", "w"), indent=2)
+PY
+echo
+echo "base = PyTorch reference, candidate = trainbench (FASTER means trainbench is faster):"
+./build/trainbench compare "$out/pytorch" "$out/trainbench" --format markdown | tee "$out/compare.md" || true

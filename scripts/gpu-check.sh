@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Run on an offline GPU host, from the repository root: build (or take prebuilt binaries), run
+# every [gpu] test, the ladders and the PyTorch reference for the same profiles, compare them,
+# and collect every report, the tables, the charts and a log in --out.
+#   usage: scripts/gpu-check.sh [--deps DIR] [--prebuilt DIR] [--out DIR] [--quick]
+#     --deps DIR      prefix made by scripts/offline-deps.sh (DIR/prefix): build here with Ninja
+#     --prebuilt DIR  binaries made by scripts/offline-deps.sh (DIR/prebuilt): skip the build
+#     --quick         fewer batches and repeats, fewer reference rungs (under 4 minutes)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+deps="" prebuilt="" out="gpu-check-out" quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deps) deps=$(realpath "$2"); shift 2 ;;
+    --prebuilt) prebuilt=$(realpath "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "gpu-check.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+out=$(realpath "$out")
+log=$out/gpu-check.log
+exec > >(tee "$log") 2>&1
+die() { echo "gpu-check.sh: $*"; exit 1; }
+t0=$(date +%s)
+phase_start=$t0
+phase() {
+  local now; now=$(date +%s)
+  echo "-- ${current_phase:-start}: $((now - phase_start)) s (total $((now - t0)) s)"
+  current_phase=$1; phase_start=$now
+  echo "== $1"
+}
+
+phase "preflight"
+command -v nvidia-smi >/dev/null || die "no nvidia-smi: this script needs an NVIDIA GPU host"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || die "nvidia-smi failed"
+PY=${PYTHON:-python3}
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "python3 has no torch with CUDA"
+torch_prefix=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
+torch_lib=$($PY -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+$PY -c 'import torchvision, yaml' || die "python3 lacks torchvision or PyYAML (needed by the reference)"
+if [ -n "$prebuilt" ]; then
+  [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
+elif [ -n "$deps" ]; then
+  [ -d "$deps/prefix/usr/include/yaml-cpp" ] || die "no yaml-cpp in $deps/prefix (scripts/offline-deps.sh DIR)"
+else
+  die "give --deps DIR or --prebuilt DIR (made by scripts/offline-deps.sh on a Debian machine)"
+fi
+
+if [ -n "$prebuilt" ]; then
+  phase "prebuilt binaries"
+  export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:${LD_LIBRARY_PATH:-}"
+  TB=$prebuilt/prebuilt/trainbench
+  TESTS=$prebuilt/prebuilt/trainbench_tests
+else
+  phase "build"
+  export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/prefix/usr;$deps/prefix/usr/lib/x86_64-linux-gnu/cmake;$deps/prefix/usr/share/cmake" \
+    -DCMAKE_INCLUDE_PATH="$deps/prefix/usr/include" -DCMAKE_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu" \
+    > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "cmake failed"; }
+  cmake --build build-gpu -j "$(nproc)" || die "build failed"
+  TB=$PWD/build-gpu/trainbench
+  TESTS=$PWD/build-gpu/tests/trainbench_tests
+fi
+export TRAINBENCH_EXE=$TB TRAINBENCH_SOURCE_DIR=$PWD
+$TB --version || die "trainbench does not start"
+
+phase "gpu tests"
+$TESTS "[gpu]" --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
+tests_rc=${PIPESTATUS[0]}
+
+phase "dataset"
+data=data/cifar-10-batches-bin
+samples=$([ $quick = 1 ] && echo 10000 || echo 50000)
+[ -f $data/data_batch_1.bin ] || $TB make-dataset cifar10 --out $data --samples $samples
+
+phase "ladder"
+sets=()
+[ $quick = 1 ] && sets=(--set measure.repeats=3)
+$TB ladder configs/ladder --out "$out/ladder" --quiet "${sets[@]}"
+$TB ladder configs/ladder-plus --out "$out/ladder-plus" --quiet "${sets[@]}"
+
+phase "pytorch reference"
+mkdir -p "$out/pytorch"
+rungs=(configs/ladder/*.yaml)
+[ $quick = 1 ] && rungs=(configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml configs/ladder/07-stream-overlap.yaml)
+for f in "${rungs[@]}"; do
+  n=$(basename "$f" .yaml)
+  $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/pytorch/$n.json" ||
+    echo "reference $n failed"
+done
+
+phase "compare"
+$TB compare "$out/pytorch" "$out/ladder" --format markdown | tee "$out/compare.md"
+$PY scripts/results-page.py --ladder "$out/ladder" --plus "$out/ladder-plus" --pytorch "$out/pytorch" \
+  --tests "$out/gpu-tests.txt" > "$out/results.md" || echo "results page failed"
+
+phase "end"
+echo "gpu tests exit code: $tests_rc; everything is in $out"
+exit $tests_rc

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run on the development machine (Debian 12, network to the Debian archive). Prepares what an
+# offline GPU host needs beyond its own PyTorch wheel, in DIR:
+#   DIR/prefix/   the Debian -dev packages trainbench builds with, unpacked with dpkg -x
+#                 (a prefix CMake can search: scripts/gpu-check.sh --deps DIR)
+#   DIR/prebuilt/ the binaries built here plus the few shared libraries they need
+#                 (scripts/gpu-check.sh --prebuilt DIR), to skip the build on the host
+#   usage: scripts/offline-deps.sh DIR [--no-prebuilt]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { echo "usage: $0 DIR [--no-prebuilt]" >&2; exit 2; }
+dir=$(realpath -m "$1")
+prebuilt=1
+[ "${2:-}" = "--no-prebuilt" ] && prebuilt=0
+command -v apt-get >/dev/null || { echo "offline-deps.sh: needs apt-get (Debian 12)" >&2; exit 2; }
+
+packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+          nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev)
+rm -rf "$dir/debs" "$dir/prefix"
+mkdir -p "$dir/debs" "$dir/prefix"
+(cd "$dir/debs" && apt-get download "${packages[@]}" > /dev/null) ||
+  { echo "offline-deps.sh: apt-get download failed (run 'apt-get update' once?)" >&2; exit 1; }
+for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/prefix"; done
+rm -rf "$dir/prefix/usr/share/doc" "$dir/prefix/usr/share/man"
+
+if [ "$prebuilt" = 1 ]; then
+  [ -x build/trainbench ] && [ -x build/tests/trainbench_tests ] ||
+    { echo "offline-deps.sh: build first (scripts/setup.sh), or pass --no-prebuilt" >&2; exit 1; }
+  rm -rf "$dir/prebuilt"
+  mkdir -p "$dir/prebuilt/lib"
+  cp build/trainbench build/tests/trainbench_tests "$dir/prebuilt/"
+  # The non-torch libraries they load; LibTorch and CUDA come from the host's own wheel.
+  for lib in $(ldd build/trainbench build/tests/trainbench_tests | awk '/=>/ {print $3}' |
+               grep -E 'libyaml-cpp|libspdlog|libfmt' | sort -u); do
+    cp -L "$lib" "$dir/prebuilt/lib/"
+  done
+fi
+echo "offline dependencies in $dir ($(du -sh "$dir" | cut -f1), .debs $(du -sh "$dir/debs" | cut -f1)):"
+(cd "$dir" && find prefix/usr/lib -name '*.so*' -o -name '*Config.cmake' -o -name '*config.cmake' | sort)
+[ "$prebuilt" = 1 ] && (cd "$dir" && ls -la prebuilt prebuilt/lib)
+echo "packages: ${packages[*]}"

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""The PyTorch cross-check: run a trainbench profile as the equivalent Python training loop.
+
+Reads the same profile (resolved by `trainbench show`, so extends and --set behave the same and
+the profile hash matches), runs torchvision's ResNet-18 on torchvision's datasets through
+torch.utils.data.DataLoader with the profile's workers / pin_memory, `.to(non_blocking=...)`,
+torch.autocast + GradScaler, and torch.compile where the profile asks for a CUDA graph, and
+writes a report in trainbench's schema (tool name "pytorch-reference") so that
+`trainbench compare` can put the two side by side.
+
+    scripts/reference/pytorch_run.py --config F [--set key=value ...] [--out R.json] [--data-only]
+"""
+import argparse
+import gzip
+import json
+import os
+import pickle
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+import yaml
+from PIL import Image
+from torchvision import transforms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fnv1a64(text: str) -> str:
+    h = 1469598103934665603
+    for b in text.encode():
+        h ^= b
+        h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def resolve(args):
+    cmd = [str(args.trainbench), "show", "--config", args.config]
+    for s in args.set:
+        cmd += ["--set", s]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"pytorch_run.py: trainbench show failed:\n{out.stdout}{out.stderr}")
+    return yaml.safe_load(out.stdout), out.stdout
+
+
+class CifarFromBinary(torchvision.datasets.CIFAR10):
+    """torchvision's CIFAR10 (PIL images, same __getitem__) over the python-format copy we make of
+    the binary files; the md5 check is skipped because generated data has no official checksum."""
+
+    def _check_integrity(self):
+        return True
+
+
+def python_cifar_root(binary_dir: Path) -> Path:
+    """torchvision reads the pickled 'cifar-10-batches-py' layout; convert the binary files once."""
+    root = Path(os.environ.get("TRAINBENCH_CACHE", Path.home() / ".cache/trainbench")) / "torchvision-cifar"
+    key = root / (str(abs(hash(str(binary_dir.resolve())))) + "-" + str(int(binary_dir.stat().st_mtime)))
+    py = key / "cifar-10-batches-py"
+    if not (py / "batches.meta").exists():
+        py.mkdir(parents=True, exist_ok=True)
+        names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+        for n in names:
+            raw = np.fromfile(binary_dir / f"{n}.bin", dtype=np.uint8).reshape(-1, 3073)
+            with open(py / n, "wb") as f:
+                pickle.dump({"data": raw[:, 1:].copy(), "labels": raw[:, 0].astype(int).tolist()}, f)
+        with open(py / "batches.meta", "wb") as f:
+            pickle.dump({"label_names": [str(i) for i in range(10)]}, f)
+    return key
+
+
+def fashion_root(src: Path, name: str) -> Path:
+    """torchvision's (Fashion)MNIST wants root/<Class>/raw/ with the files decompressed."""
+    root = Path(os.environ.get("TRAINBENCH_CACHE", Path.home() / ".cache/trainbench")) / "torchvision-idx"
+    raw = root / name / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for stem in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]:
+        if (raw / stem).exists():
+            continue
+        if (src / stem).exists():
+            shutil.copy(src / stem, raw / stem)
+        else:
+            with gzip.open(src / f"{stem}.gz") as fin, open(raw / stem, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+    return root
+
+
+class SyntheticImages(torch.utils.data.Dataset):
+    def __init__(self, n, side, classes, seed, transform):
+        g = np.random.default_rng(seed)
+        self.data = g.integers(0, 256, size=(n, side, side, 3), dtype=np.uint8)
+        self.labels = g.integers(0, classes, size=n).tolist()
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return self.transform(Image.fromarray(self.data[i])), self.labels[i]
+
+
+def make_dataset(p):
+    d = p["data"]
+    t = [transforms.Resize(d["image_size"]), transforms.ToTensor()]
+    if d["source"] in ("fashion-mnist", "mnist"):
+        t.append(transforms.Lambda(lambda x: x.expand(3, -1, -1)))  # grayscale replicated, as trainbench does
+    t.append(transforms.Normalize(d["normalize"]["mean"], d["normalize"]["std"]))
+    tf = transforms.Compose(t)
+    train = d["split"] == "train"
+    if d["source"] == "cifar10":
+        path = Path(d["path"] or "data/cifar-10-batches-bin")
+        return CifarFromBinary(str(python_cifar_root(path)), train=train, transform=tf, download=False)
+    if d["source"] in ("fashion-mnist", "mnist"):
+        default = "/usr/share/datasets/fashion-mnist" if d["source"] == "fashion-mnist" else "data/mnist"
+        cls = torchvision.datasets.FashionMNIST if d["source"] == "fashion-mnist" else torchvision.datasets.MNIST
+        root = fashion_root(Path(d["path"] or default), cls.__name__)
+        return cls(str(root), train=train, transform=tf, download=False)
+    if d["source"] == "synthetic":
+        return SyntheticImages(d["samples"], d["source_size"], p["model"]["num_classes"], p["seed"], tf)
+    return None
+
+
+def infinite(loader):
+    while True:
+        for batch in loader:
+            yield batch
+
+
+class StreamPrefetcher:
+    """The article's rung 7: copy the next batch on a side stream while this one computes
+    (bounded: one batch ahead, unlike the article's growing list)."""
+
+    def __init__(self, it, device, non_blocking):
+        self.it, self.device, self.nb = it, device, non_blocking
+        self.stream = torch.cuda.Stream(device)
+        self.next = None
+        self._preload()
+
+    def _preload(self):
+        x, y = next(self.it)
+        with torch.cuda.stream(self.stream):
+            self.next = (x.to(self.device, non_blocking=self.nb), y.to(self.device, non_blocking=self.nb))
+
+    def __next__(self):
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        x, y = self.next
+        x.record_stream(torch.cuda.current_stream(self.device))
+        y.record_stream(torch.cuda.current_stream(self.device))
+        self._preload()
+        return x, y
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--out")
+    ap.add_argument("--data-only", action="store_true", help="loader and transfer only (like trainbench bench-data)")
+    ap.add_argument("--trainbench", default=ROOT / "build/trainbench")
+    args = ap.parse_args()
+
+    p, resolved = resolve(args)
+    torch.manual_seed(p["seed"])
+    want = p["device"]
+    device = torch.device("cuda" if want == "auto" and torch.cuda.is_available() else ("cpu" if want == "auto" else want))
+    on_cuda = device.type == "cuda"
+    if p["threads"] > 0:
+        torch.set_num_threads(p["threads"])
+    d, t, tr, be, m = p["data"], p["train"], p["transfer"], p["backend"], p["measure"]
+    notes = []
+    if on_cuda:
+        torch.backends.cudnn.benchmark = be["cudnn_benchmark"]
+        torch.backends.cuda.matmul.allow_tf32 = be["tf32"]
+        torch.backends.cudnn.allow_tf32 = be["tf32"]
+    batch = t["batch_size"]
+    fmt = torch.channels_last if p["model"]["channels_last"] else torch.contiguous_format
+
+    ds = make_dataset(p)
+    it = None
+    if ds is not None:
+        kw = dict(batch_size=batch, shuffle=d["shuffle"], num_workers=d["workers"], drop_last=d["drop_last"],
+                  pin_memory=d["pin_memory"] and on_cuda)
+        if d["workers"] > 0:
+            kw.update(prefetch_factor=d["prefetch_factor"], persistent_workers=True)
+        it = infinite(torch.utils.data.DataLoader(ds, **kw))
+    nb = tr["non_blocking"] and on_cuda
+    fetch = None
+    if it is not None and on_cuda and tr["copy_stream"]:
+        pre = StreamPrefetcher(it, device, True)
+        fetch = lambda: next(pre)
+    elif it is not None:
+        def fetch():
+            x, y = next(it)
+            return x.to(device, non_blocking=nb), y.to(device, non_blocking=nb)
+    else:
+        fixed = (torch.randn(batch, 3, d["image_size"], d["image_size"], device=device).contiguous(memory_format=fmt),
+                 torch.randint(p["model"]["num_classes"], (batch,), device=device))
+        fetch = lambda: fixed
+
+    params = 0
+    step = None
+    amp = t["amp"]
+    if not args.data_only:
+        model = torchvision.models.resnet18(num_classes=p["model"]["num_classes"]).to(device, memory_format=fmt)
+        model.train()
+        params = sum(q.numel() for q in model.parameters())
+        o = t["optimizer"]
+        opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
+                              foreach=o["foreach"])
+        scaler_on = t["grad_scaler"] == "on" or (t["grad_scaler"] == "auto" and amp == "fp16")
+        scaler = torch.amp.GradScaler(device.type, enabled=scaler_on)
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.float32)
+        net = torch.compile(model) if be["cuda_graph"] else model
+        k = t["grad_accumulation"]
+        state = {"n": 0, "loss": None}
+
+        def step(x, y):
+            with torch.autocast(device.type, dtype=dtype, enabled=amp != "off"):
+                loss = torch.nn.functional.cross_entropy(net(x.contiguous(memory_format=fmt)), y)
+            scaler.scale(loss / k).backward()
+            state["n"] += 1
+            if state["n"] % k == 0:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+            state["loss"] = loss.detach()
+
+    def sync():
+        if on_cuda:
+            torch.cuda.synchronize(device)
+
+    waits, totals = [], []
+
+    def one(record):
+        t0 = time.perf_counter()
+        x, y = fetch()
+        t1 = time.perf_counter()
+        if step:
+            step(x, y)
+        if record:
+            waits.append(t1 - t0)
+
+    loss_first = None
+    status, error = "ok", None
+    windows = []
+    try:
+        for i in range(m["warmup_batches"]):
+            one(False)
+            if i == 0 and step:
+                loss_first = state["loss"].item()
+        for r in range(m["repeats"]):
+            sync()
+            start = time.perf_counter()
+            for _ in range(m["measured_batches"]):
+                one(True)
+            sync()
+            el = time.perf_counter() - start
+            n = batch * m["measured_batches"]
+            windows.append({"samples": n, "elapsed_s": el, "samples_per_s": n / el})
+    except KeyboardInterrupt:
+        status, error = "interrupted", {"kind": "interrupted", "message": "interrupted by signal"}
+    rates = [w["samples_per_s"] for w in windows]
+
+    def summ(v, full):
+        if not v:
+            return None
+        q = np.quantile(v, [0.25, 0.5, 0.75])
+        s = {"median": float(q[1]), "q1": float(q[0]), "q3": float(q[2]), "mean": statistics.fmean(v)}
+        if full:
+            sd = statistics.stdev(v) if len(v) > 1 else 0.0
+            s.update(min=min(v), max=max(v), stdev=sd, cv=sd / s["mean"] if s["mean"] else 0.0, n=len(v), unit="samples/s")
+        return s
+
+    gpu = None
+    if on_cuda:
+        pr = torch.cuda.get_device_properties(device)
+        gpu = {"name": pr.name, "uuid": str(getattr(pr, "uuid", "")), "driver": "", "memory_bytes": pr.total_memory}
+    report = {
+        "schema_version": 1,
+        "tool": {"name": "pytorch-reference", "version": torch.__version__, "git": ""},
+        "status": status,
+        "error": error,
+        "context": {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": socket.gethostname(),
+            "cpu": {"model": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+            "gpu": gpu, "libtorch": torch.__version__.split("+")[0],
+            "cuda": torch.version.cuda or "none", "cudnn": str(torch.backends.cudnn.version() or "none"),
+            "build_type": "Release", "nvtx": False,
+            "data_generated": d["source"] == "cifar10" and (Path(d["path"] or "data/cifar-10-batches-bin") / "GENERATED").exists(),
+            "command_line": " ".join(sys.argv),
+        },
+        "profile": {"name": p["name"], "description": p["description"], "path": args.config,
+                    "hash": fnv1a64(resolved), "workload_hash": "", "resolved": resolved},
+        "effective": {
+            "device": str(device), "device_name": gpu["name"] if gpu else "cpu",
+            "intra_op_threads": torch.get_num_threads(), "loader_workers": d["workers"], "loader_slots": 0,
+            "pin_memory": bool(d["pin_memory"] and on_cuda), "non_blocking": bool(nb), "copy_stream": bool(on_cuda and tr["copy_stream"]),
+            "cuda_graph": False, "cudnn_benchmark": bool(on_cuda and be["cudnn_benchmark"]), "tf32": bool(on_cuda and be["tf32"]),
+            "amp": amp, "grad_scaler": bool(step and scaler_on), "channels_last": p["model"]["channels_last"],
+            "preprocess": "host", "batch_size": batch, "dataset": type(ds).__name__ if ds is not None else "device-synthetic",
+            "transfer": "DataLoader + .to()" + (" on a side stream" if on_cuda and tr["copy_stream"] else ""),
+            "step": ("torch.compile(model)" if be["cuda_graph"] else "eager") + ", torch.optim.SGD",
+            "clock": "time.perf_counter", "notes": notes,
+        },
+        "model": {"arch": "resnet18", "parameters": params},
+        "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"]},
+        "results": {
+            "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"],
+            "stages_s": {"data_wait": summ(waits, False)}, "h2d_overlap_share": None,
+            "memory": {"device_peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if on_cuda else None,
+                       "device_peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if on_cuda else None,
+                       "host_peak_rss_bytes": None},
+            "telemetry": {"source": "none", "samples": 0, "gpu_util_pct_mean": None, "mem_util_pct_mean": None,
+                          "sm_clock_mhz_mean": None, "power_w_mean": None, "throttle_reasons_seen": None},
+            "loss": {"first": loss_first, "last": state["loss"].item() if step and state["loss"] is not None else None},
+            "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale() if step and scaler_on else None},
+        },
+    }
+    out = Path(args.out or f"reports/pytorch/{p['name']}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(out)
+    if rates:
+        print(f"{p['name']}: pytorch-reference {statistics.median(rates):.1f} samples/s (median of {len(rates)})")
+    return 0 if status == "ok" else 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
