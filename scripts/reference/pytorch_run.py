@@ -12,6 +12,7 @@ writes a report in trainbench's schema (tool name "pytorch-reference") so that
 """
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import pickle
@@ -59,11 +60,17 @@ class CifarFromBinary(torchvision.datasets.CIFAR10):
     def _check_integrity(self):
         return True
 
+    def _load_meta(self):
+        with open(os.path.join(self.root, self.base_folder, self.meta["filename"]), "rb") as f:
+            self.classes = pickle.load(f)[self.meta["key"]]
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+
 
 def python_cifar_root(binary_dir: Path) -> Path:
     """torchvision reads the pickled 'cifar-10-batches-py' layout; convert the binary files once."""
     root = Path(os.environ.get("TRAINBENCH_CACHE", Path.home() / ".cache/trainbench")) / "torchvision-cifar"
-    key = root / (str(abs(hash(str(binary_dir.resolve())))) + "-" + str(int(binary_dir.stat().st_mtime)))
+    tag = hashlib.sha1(str(binary_dir.resolve()).encode()).hexdigest()[:12]
+    key = root / f"{tag}-{int((binary_dir / 'data_batch_1.bin').stat().st_mtime)}"
     py = key / "cifar-10-batches-py"
     if not (py / "batches.meta").exists():
         py.mkdir(parents=True, exist_ok=True)
@@ -217,7 +224,7 @@ def main():
                               foreach=o["foreach"])
         scaler_on = t["grad_scaler"] == "on" or (t["grad_scaler"] == "auto" and amp == "fp16")
         scaler = torch.amp.GradScaler(device.type, enabled=scaler_on)
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.float32)
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.bfloat16)  # unused when amp is off
         net = torch.compile(model) if be["cuda_graph"] else model
         k = t["grad_accumulation"]
         state = {"n": 0, "loss": None}
