@@ -94,8 +94,11 @@ void print_summary(const report_input& in) {
     std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s)\n", s.median, s.q1, s.q3, s.n,
                 s.n == 1 ? "" : "s");
   }
-  for (const auto& [name, values] : r.stages_s)
-    std::printf("  %-12s median %8.3f ms per batch\n", name.c_str(), 1000.0 * quantile(values, 0.5));
+  for (int k = 0; k < stage_count; ++k) {
+    auto it = r.stages_s.find(stage_name(static_cast<stage_id>(k)));
+    if (it != r.stages_s.end())
+      std::printf("  %-12s median %8.3f ms per batch\n", it->first.c_str(), 1000.0 * quantile(it->second, 0.5));
+  }
   if (r.memory.device_peak_allocated_bytes)
     std::printf("  device peak  %s allocated, %s reserved\n", human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),
                 human_bytes(*r.memory.device_peak_reserved_bytes).c_str());
@@ -108,9 +111,10 @@ void print_summary(const report_input& in) {
 progress_fn make_progress(bool quiet) {
   if (quiet) return {};
   const bool tty = isatty(STDERR_FILENO) != 0;
-  return [tty](const char* phase, std::int64_t done, std::int64_t total) {
+  return [tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
     if (tty) {
       std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done), static_cast<long long>(total));
+      if (rate > 0) std::fprintf(stderr, "  last window %.1f samples/s", rate);
       if (done == total) std::fprintf(stderr, "\n");
     } else if (done == total) {
       log_info(std::string(phase) + ": " + std::to_string(total) + " batches done");

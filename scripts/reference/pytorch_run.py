@@ -50,7 +50,13 @@ def resolve(args):
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"pytorch_run.py: trainbench show failed:\n{out.stdout}{out.stderr}")
-    return yaml.safe_load(out.stdout), out.stdout
+    p = yaml.safe_load(out.stdout)
+    # YAML 1.1 reads an unquoted off/on as a boolean; the profile means the words.
+    for block, key in (("train", "amp"), ("train", "grad_scaler"), ("measure", "nvtx"), ("dist", "backend")):
+        v = p[block][key]
+        if isinstance(v, bool):
+            p[block][key] = "on" if v else "off"
+    return p, out.stdout
 
 
 class CifarFromBinary(torchvision.datasets.CIFAR10):

@@ -134,5 +134,7 @@ TEST_CASE("batch_size accepts auto and the grad scaler follows amp") {
   const profile p = load_profile(dir / "p.yaml").value;
   CHECK(p.train.batch_size_auto);
   CHECK(grad_scaler_enabled(p.train));
-  CHECK(to_yaml(p).find("batch_size: auto") != std::string::npos);
+  CHECK(to_yaml(p).find("batch_size: \"auto\"") != std::string::npos);
+  // Enumerations are quoted so YAML 1.1 readers (PyYAML) do not turn off/on into booleans.
+  CHECK(to_yaml(p).find("grad_scaler: \"auto\"") != std::string::npos);
 }

@@ -295,7 +295,8 @@ class writer {
   }
   template <class E>
   void choice(const char* key, E& value, std::initializer_list<E>) {
-    out_ << YAML::Key << key << YAML::Value << to_string(value);
+    // Quoted: YAML 1.1 readers (PyYAML) would otherwise take off/on for booleans.
+    out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << to_string(value);
   }
   void numbers(const char* key, const std::vector<double>& v) {
     out_ << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
@@ -303,7 +304,7 @@ class writer {
     out_ << YAML::EndSeq;
   }
   void batch_size(const char* key, int value, bool is_auto) {
-    if (is_auto) out_ << YAML::Key << key << YAML::Value << "auto";
+    if (is_auto) out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << "auto";
     else field(key, value);
   }
 

@@ -88,27 +88,32 @@ void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch
     s.fence();
     s.fence = nullptr;
   }
-  const auto indices = batch_indices(index);
+  // Positions [first, last) of this epoch's order, read in place (no per-batch allocation).
+  const std::int64_t epoch = index / batches_per_epoch_, j = index % batches_per_epoch_;
+  const auto order = epoch_order(epoch);
+  const std::int64_t first = j * options_.batch_size;
+  const std::int64_t count = std::min<std::int64_t>(options_.batch_size, shard_size_ - first);
+  const std::int64_t* indices = order->data() + first;
   auto* labels = s.batch.labels.data_ptr<std::int64_t>();
   if (options_.raw_uint8) {
     auto* out = s.batch.images.data_ptr<std::uint8_t>();
     const std::size_t bytes = static_cast<std::size_t>(data_->height()) * data_->width() * data_->channels();
-    for (std::size_t i = 0; i < indices.size(); ++i) {
+    for (std::int64_t i = 0; i < count; ++i) {
       const sample_view v = data_->sample(indices[i]);
-      std::memcpy(out + i * bytes, v.pixels, bytes);
+      std::memcpy(out + static_cast<std::size_t>(i) * bytes, v.pixels, bytes);
       labels[i] = v.label;
     }
   } else {
     float* out = s.batch.images.data_ptr<float>();
     const std::int64_t floats = transform_.output_floats();
-    for (std::size_t i = 0; i < indices.size(); ++i) {
+    for (std::int64_t i = 0; i < count; ++i) {
       const sample_view v = data_->sample(indices[i]);
-      transform_.apply(v.pixels, out + static_cast<std::int64_t>(i) * floats, scratch);
+      transform_.apply(v.pixels, out + i * floats, scratch);
       labels[i] = v.label;
     }
   }
   s.batch.index = index;
-  s.batch.count = static_cast<std::int64_t>(indices.size());
+  s.batch.count = count;
 }
 
 void batch_loader::worker_loop(int worker) {

@@ -33,7 +33,7 @@ void runner::warmup() {
     run_batch(-1);
     if (i == 0) read_loss(result_.loss_first);  // outside any measured window
     result_.warmup_batches_done = i + 1;
-    if (progress_) progress_("warmup", i + 1, m_.warmup_batches);
+    if (progress_) progress_("warmup", i + 1, m_.warmup_batches, 0.0);
   }
 }
 
@@ -44,8 +44,9 @@ void runner::measure_window(int repeat) {
   p_.clock->start_window(n);
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);
-    if (progress_) progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
-                             static_cast<std::int64_t>(m_.repeats) * n);
+    if (progress_)
+      progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1, static_cast<std::int64_t>(m_.repeats) * n,
+                result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
   }
   window_times times;
   const double elapsed = p_.clock->finish_window(times);
@@ -57,7 +58,8 @@ void runner::measure_window(int repeat) {
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
 }
 
-void runner::timed(stage_id s, int row, const std::function<void()>& work) {
+template <class F>
+void runner::timed(stage_id s, int row, F&& work) {
   nvtx_range range(stage_ranges_, stage_name(s), next_batch_ - 1);
   if (row >= 0) p_.clock->begin(s, row);
   work();

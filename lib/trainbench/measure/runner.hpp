@@ -27,8 +27,11 @@ struct pipeline {
   std::int64_t batch_size = 0;
 };
 
-// Called after every batch: phase ("warmup" / "measure"), batch in phase, batches in phase.
-using progress_fn = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
+// Called after every batch: phase ("warmup" / "measure"), batch in phase, batches in phase, and
+// samples/s of the last finished window (0 before the first; never a reading inside a window,
+// which on a GPU would only time the host queueing work).
+using progress_fn =
+    std::function<void(const char* phase, std::int64_t done, std::int64_t total, double last_window_rate)>;
 
 class runner {
  public:
@@ -42,7 +45,8 @@ class runner {
   void measure_window(int repeat);
   std::int64_t run_batch(int row);  // returns samples; row: batch within the window, -1 during warmup
   void fetch(int row);
-  void timed(stage_id s, int row, const std::function<void()>& work);
+  template <class F>
+  void timed(stage_id s, int row, F&& work);
   void read_loss(std::optional<double>& into);
 
   pipeline& p_;
