@@ -40,6 +40,8 @@ PY=${PYTHON:-python3}
 $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "python3 has no torch with CUDA"
 torch_prefix=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
 torch_lib=$($PY -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+# The CUDA runtime the wheel brings (our binaries link libcudart.so.13 directly).
+cuda_lib=$($PY -c 'import torch, os; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "lib")))')
 $PY -c 'import torchvision, yaml' || die "python3 lacks torchvision or PyYAML (needed by the reference)"
 if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
@@ -51,7 +53,7 @@ fi
 
 if [ -n "$prebuilt" ]; then
   phase "prebuilt binaries"
-  export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
 else

@@ -65,7 +65,8 @@ model: {arch: resnet18, num_classes: 10}
 data: {source: synthetic, samples: 64, source_size: 8, image_size: 16, workers: 0}
 train: {batch_size: 4, optimizer: {lr: 0.01, momentum: 0.9}}
 measure: {warmup_batches: 1, measured_batches: 2, repeats: 2, nvtx: off}
-report: {path: ")" + (dir / "tiny.json").string() + "\"}\n" + extra);
+report: {path: ")" + (dir / "tiny.json").string() +
+                       "\"}\n" + extra);
   return file.string();
 }
 

@@ -1,8 +1,7 @@
 #pragma once
 // Shared by the tests: run the real executable, make scratch folders, read reports.
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace tbtest {

@@ -1,6 +1,4 @@
 // Command-line wiring only: parse, call the command, map exceptions to exit codes in one place.
-#include "trainbench/util/log.hpp"
-
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -8,6 +6,7 @@
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
 
 namespace {
 
@@ -70,7 +69,8 @@ int main(int argc, char** argv) {
   compare->add_option("candidate", cmp.candidate, "candidate report file or folder")->required();
   compare->add_option("--threshold", cmp.threshold_pct, "smallest change in percent that counts (default 3)");
   compare->add_option("--alpha", cmp.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
-  compare->add_option("--format", cmp.format, "text | markdown | json")->check(CLI::IsMember({"text", "markdown", "json"}));
+  compare->add_option("--format", cmp.format, "text | markdown | json")
+      ->check(CLI::IsMember({"text", "markdown", "json"}));
 
   ladder_request lad;
   auto* ladder = app.add_subcommand("ladder", "run profiles in order and print the optimisation ladder");

@@ -1,7 +1,6 @@
 #include "trainbench/commands.hpp"
 
 #include <c10/util/Exception.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,8 +28,8 @@ std::string version_text() {
   const cuda_versions v = cuda_library_versions();
   std::string text = "trainbench " + tool_version() + " (" + tool_git() + ")\n";
   text += std::string("LibTorch ") + compat::libtorch_version() + "\n";
-  text += "CUDA " + std::string(cuda_code_compiled() ? "code compiled in" : "code not compiled") +
-          "; runtime " + v.runtime + ", driver " + v.driver + ", cuDNN " + v.cudnn + "\n";
+  text += "CUDA " + std::string(cuda_code_compiled() ? "code compiled in" : "code not compiled") + "; runtime " +
+          v.runtime + ", driver " + v.driver + ", cuDNN " + v.cudnn + "\n";
   text += nvtx_compiled_in() ? "NVTX: compiled in (domain 'trainbench')\n"
                              : "NVTX: compiled out (no NVTX3 headers found at build time)\n";
   return text;
@@ -100,9 +99,11 @@ void print_summary(const report_input& in) {
       std::printf("  %-12s median %8.3f ms per batch\n", it->first.c_str(), 1000.0 * quantile(it->second, 0.5));
   }
   if (r.memory.device_peak_allocated_bytes)
-    std::printf("  device peak  %s allocated, %s reserved\n", human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),
+    std::printf("  device peak  %s allocated, %s reserved\n",
+                human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),
                 human_bytes(*r.memory.device_peak_reserved_bytes).c_str());
-  if (r.memory.host_peak_rss_bytes) std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
+  if (r.memory.host_peak_rss_bytes)
+    std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
   std::fflush(stdout);
@@ -113,7 +114,8 @@ progress_fn make_progress(bool quiet) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   return [tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
     if (tty) {
-      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done), static_cast<long long>(total));
+      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done),
+                   static_cast<long long>(total));
       if (rate > 0) std::fprintf(stderr, "  last window %.1f samples/s", rate);
       if (done == total) std::fprintf(stderr, "\n");
     } else if (done == total) {

@@ -23,8 +23,9 @@ c10::Device resolve_device(const std::string& text) {
     throw config_error("", "device", "'" + text + "' asked for, but no CUDA device is available here");
   const int index = text == "cuda" ? 0 : std::stoi(text.substr(5));
   if (index >= static_cast<int>(torch::cuda::device_count()))
-    throw config_error("", "device", "'" + text + "': only " + std::to_string(torch::cuda::device_count()) +
-                                         " CUDA device(s) present");
+    throw config_error(
+        "", "device",
+        "'" + text + "': only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) present");
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
@@ -52,6 +53,9 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
                 "device-synthetic data is not transferred");
     ineffective(!no_host_data && p.transfer.non_blocking && !p.data.pin_memory && !p.transfer.copy_stream,
                 "transfer.non_blocking", "a copy from pageable memory is synchronous; set data.pin_memory: true");
+    ineffective(
+        !no_host_data && p.transfer.copy_stream && !p.data.pin_memory, "transfer.copy_stream",
+        "copies from pageable memory block the host until done, so nothing overlaps; set data.pin_memory: true");
   }
   ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
               "device-synthetic data has no loader");
@@ -71,7 +75,16 @@ int choose_threads(const profile& p, effective_settings& e) {
 
 std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, std::int64_t batch,
                                           effective_settings& e) {
-  auto data = open_dataset(p.data, p.model.num_classes, p.seed);
+  std::shared_ptr<const dataset> data;
+  try {
+    data = open_dataset(p.data, p.model.num_classes, p.seed);
+  } catch (const input_error& missing) {
+    if (p.data.fallback != data_fallback::synthetic) throw;
+    // Asked for explicitly by the profile, and said loudly: the numbers are not for this dataset.
+    e.notes.push_back(std::string("data.source: ") + to_string(p.data.source) + " unavailable (" + missing.what() +
+                      "); data.fallback: synthetic, so this run used synthetic images");
+    data = make_synthetic(p.data.samples, p.data.source_size, 3, p.model.num_classes, p.seed);
+  }
   e.dataset = data->describe();
   loader_options lo;
   lo.batch_size = static_cast<int>(batch);
@@ -163,8 +176,9 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   std::int64_t batch = p.train.batch_size;
   if (p.train.batch_size_auto) {
     if (!on_cuda)
-      throw config_error("", "train.batch_size",
-                         "'auto' searches the largest batch that fits in device memory and needs a CUDA device; give a number");
+      throw config_error(
+          "", "train.batch_size",
+          "'auto' searches the largest batch that fits in device memory and needs a CUDA device; give a number");
     batch = search_batch_size(search_request(p, device), e.batch_size_search);
   }
 

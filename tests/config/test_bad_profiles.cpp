@@ -1,6 +1,5 @@
 // Bad input gets a clear error: exit 2, the message names the key, and no report is written.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "helpers.hpp"
@@ -64,7 +63,8 @@ TEST_CASE("bad profiles exit 2, name the key and write no report") {
     const fs::path file = dir / ("bad" + std::to_string(i++) + ".yaml");
     const fs::path report = dir / "report.json";
     // A small valid base so only the line under test is wrong.
-    tbtest::write_text(file, std::string("name: bad\ndevice: cpu\ndata: {source: synthetic, image_size: 16}\n") + c.yaml);
+    tbtest::write_text(file,
+                       std::string("name: bad\ndevice: cpu\ndata: {source: synthetic, image_size: 16}\n") + c.yaml);
     const auto r = tbtest::run_cli("run --config '" + file.string() + "' --out '" + report.string() + "'");
     INFO(c.yaml << "\n" << r.output);
     CHECK(r.code == 2);

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "helpers.hpp"
@@ -74,9 +73,9 @@ TEST_CASE("set overrides win over the file and over extends, and are validated")
   const auto dir = tbtest::scratch("set");
   tbtest::write_text(dir / "base.yaml", "name: base\ntrain: {batch_size: 16}\n");
   tbtest::write_text(dir / "p.yaml", "extends: base.yaml\ntrain: {batch_size: 32}\n");
-  const profile p = load_profile(dir / "p.yaml", {"train.batch_size=8", "data.normalize.std=[0.2, 0.2, 0.2]",
-                                                  "train.amp=bf16"})
-                        .value;
+  const profile p =
+      load_profile(dir / "p.yaml", {"train.batch_size=8", "data.normalize.std=[0.2, 0.2, 0.2]", "train.amp=bf16"})
+          .value;
   CHECK(p.train.batch_size == 8);
   CHECK(p.data.normalize.std == std::vector<double>{0.2, 0.2, 0.2});
   CHECK(p.train.amp == amp_mode::bf16);
@@ -105,8 +104,8 @@ TEST_CASE("errors point at file, line and column") {
 }
 
 TEST_CASE("show output round-trips through load unchanged") {
-  for (const char* rel : {"configs/quickstart.yaml", "configs/ladder/07-stream-overlap.yaml",
-                          "configs/ladder-plus/03-bf16.yaml"}) {
+  for (const char* rel :
+       {"configs/quickstart.yaml", "configs/ladder/07-stream-overlap.yaml", "configs/ladder-plus/03-bf16.yaml"}) {
     INFO(rel);
     const profile p = load_profile(tbtest::source_dir() / rel).value;
     const auto dir = tbtest::scratch("roundtrip");

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -50,9 +50,9 @@ TEST_CASE("cifar10 reads the official binary layout") {
   // Two records by hand: label, then R, G, B planes.
   std::string rec(2 * 3073, '\0');
   rec[0] = 3;
-  rec[1] = 10;                 // R of pixel 0
-  rec[1 + 1024] = 20;          // G of pixel 0
-  rec[1 + 2048 + 1023] = 30;   // B of the last pixel
+  rec[1] = 10;                // R of pixel 0
+  rec[1 + 1024] = 20;         // G of pixel 0
+  rec[1 + 2048 + 1023] = 30;  // B of the last pixel
   rec[3073] = 9;
   for (int f = 1; f <= 5; ++f) write_bytes(dir / ("data_batch_" + std::to_string(f) + ".bin"), rec);
   write_bytes(dir / "test_batch.bin", rec.substr(0, 3073));

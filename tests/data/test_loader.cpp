@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "trainbench/data/loader.hpp"
@@ -16,7 +15,8 @@ std::shared_ptr<const dataset> indexed_dataset(int n) {
   std::vector<int> labels(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     labels[static_cast<std::size_t>(i)] = i % 10;
-    for (int k = 0; k < 48; ++k) pixels[static_cast<std::size_t>(i) * 48 + k] = static_cast<std::uint8_t>((i * 7 + k) % 256);
+    for (int k = 0; k < 48; ++k)
+      pixels[static_cast<std::size_t>(i) * 48 + k] = static_cast<std::uint8_t>((i * 7 + k) % 256);
   }
   return std::make_shared<memory_dataset>("indexed", 4, 4, 3, 10, std::move(pixels), std::move(labels));
 }

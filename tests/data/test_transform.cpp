@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
 
 #include "helpers.hpp"
 #include "trainbench/data/transform.hpp"

@@ -1,9 +1,9 @@
 // The executable end to end: reports a user relies on, exit codes, interruption.
-#include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +46,8 @@ TEST_CASE("a tiny CPU run writes a report with the measured numbers") {
 
 TEST_CASE("switches that cannot work on a CPU are reported as ineffective, not faked") {
   const auto dir = tbtest::scratch("e2e-notes");
-  const auto file = tbtest::tiny_profile(dir, "transfer: {non_blocking: true, copy_stream: true}\nbackend: {cuda_graph: true}\n");
+  const auto file =
+      tbtest::tiny_profile(dir, "transfer: {non_blocking: true, copy_stream: true}\nbackend: {cuda_graph: true}\n");
   const auto r = tbtest::run_cli("run --config '" + file + "' --set data.pin_memory=true");
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -119,8 +120,8 @@ TEST_CASE("Ctrl-C leaves a valid report with status interrupted and exit 130") {
 
 TEST_CASE("bench-data measures the loader alone") {
   const auto dir = tbtest::scratch("e2e-bench-data");
-  const auto r = tbtest::run_cli("bench-data --config '" + tbtest::tiny_profile(dir) + "' --set data.workers=1 --out '" +
-                                 (dir / "data.json").string() + "'");
+  const auto r = tbtest::run_cli("bench-data --config '" + tbtest::tiny_profile(dir) +
+                                 "' --set data.workers=1 --out '" + (dir / "data.json").string() + "'");
   INFO(r.output);
   REQUIRE(r.code == 0);
   const auto j = tbtest::read_json(dir / "data.json");
@@ -135,8 +136,8 @@ TEST_CASE("make-dataset, then a cifar10 run reports generated data") {
   auto r = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "cifar").string() + "' --samples 40");
   REQUIRE(r.code == 0);
   const auto file = tbtest::tiny_profile(dir);
-  r = tbtest::run_cli("run --config '" + file + "' --set data.source=cifar10 --set data.path='" + (dir / "cifar").string() +
-                      "' --set data.workers=2");
+  r = tbtest::run_cli("run --config '" + file + "' --set data.source=cifar10 --set data.path='" +
+                      (dir / "cifar").string() + "' --set data.workers=2");
   INFO(r.output);
   REQUIRE(r.code == 0);
   const auto j = tbtest::read_json(dir / "tiny.json");
@@ -155,4 +156,19 @@ TEST_CASE("version and help") {
   for (const char* sub : {"run", "validate", "show", "compare", "ladder", "bench-data", "make-dataset"})
     CHECK(r.output.find(sub) != std::string::npos);
   CHECK(tbtest::run_cli("--no-such-flag").code == 2);
+}
+
+TEST_CASE("a missing dataset is an error, unless the profile asks for the synthetic fallback") {
+  const auto dir = tbtest::scratch("e2e-fallback");
+  const auto file = tbtest::tiny_profile(dir);
+  const std::string missing = " --set data.source=fashion-mnist --set data.path='" + (dir / "nothing").string() + "'";
+  auto r = tbtest::run_cli("run --config '" + file + "'" + missing);
+  CHECK(r.code == 2);
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+  r = tbtest::run_cli("run --config '" + file + "'" + missing + " --set data.fallback=synthetic");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["effective"]["dataset"].get<std::string>().find("synthetic") == 0);
+  CHECK(j["effective"]["notes"].dump().find("data.fallback: synthetic") != std::string::npos);
 }

@@ -1,10 +1,9 @@
 // Tests that need a CUDA device. Tagged [gpu]: CPU hosts skip them with `ctest -LE gpu`;
 // scripts/gpu-check.sh runs them with `ctest -L gpu`.
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "helpers.hpp"
@@ -49,9 +48,10 @@ std::vector<device_batch> batches(int n, std::int64_t size) {
 
 pipeline build(const std::string& yaml_extra, const std::vector<std::string>& sets, effective_settings& e) {
   const auto dir = tbtest::scratch("gpu-pipeline");
-  tbtest::write_text(dir / "p.yaml", "name: gpu\ndevice: cuda\ndata: {source: synthetic, samples: 512, image_size: 32}\n"
-                                     "train: {batch_size: 16}\nmeasure: {warmup_batches: 3, measured_batches: 10}\n" +
-                                         yaml_extra);
+  tbtest::write_text(dir / "p.yaml",
+                     "name: gpu\ndevice: cuda\ndata: {source: synthetic, samples: 512, image_size: 32}\n"
+                     "train: {batch_size: 16}\nmeasure: {warmup_batches: 3, measured_batches: 10}\n" +
+                         yaml_extra);
   std::int64_t parameters = 0;
   return build_pipeline(load_profile(dir / "p.yaml", sets).value, build_options{}, e, parameters);
 }
@@ -205,7 +205,8 @@ TEST_CASE("every ladder rung runs on the GPU with no ineffective switches", "[gp
     const profile p = load_profile(file).value;
     CHECK(j["effective"]["cuda_graph"].get<bool>() == p.backend.cuda_graph);
     CHECK(j["effective"]["copy_stream"].get<bool>() == p.transfer.copy_stream);
-    CHECK(j["effective"]["pin_memory"].get<bool>() == (p.data.pin_memory && p.data.source != data_source::device_synthetic));
+    CHECK(j["effective"]["pin_memory"].get<bool>() ==
+          (p.data.pin_memory && p.data.source != data_source::device_synthetic));
     CHECK(j["effective"]["amp"] == to_string(p.train.amp));
   }
 }

@@ -1,7 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
 

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -46,8 +45,10 @@ json fake_report(const std::string& name, const std::string& hash, const std::ve
   return {{"schema_version", 1},
           {"status", "ok"},
           {"profile", {{"name", name}, {"hash", hash}, {"workload_hash", "w-" + name}}},
-          {"context", {{"gpu", gpu == "none" ? json(nullptr) : json({{"name", gpu}, {"driver", "1"}})},
-                       {"libtorch", "2.11.0"}, {"build_type", "Release"}}},
+          {"context",
+           {{"gpu", gpu == "none" ? json(nullptr) : json({{"name", gpu}, {"driver", "1"}})},
+            {"libtorch", "2.11.0"},
+            {"build_type", "Release"}}},
           {"results", {{"repeats", reps}}}};
 }
 }  // namespace

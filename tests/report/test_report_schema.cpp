@@ -22,8 +22,10 @@ void validate(const json& v, const json& schema, const std::string& path, std::v
   if (schema.contains("type")) {
     const json& t = schema["type"];
     bool ok = false;
-    if (t.is_string()) ok = has_type(v, t);
-    else for (const auto& one : t) ok = ok || has_type(v, one);
+    if (t.is_string())
+      ok = has_type(v, t);
+    else
+      for (const auto& one : t) ok = ok || has_type(v, one);
     if (!ok) {
       errors.push_back(path + ": expected type " + t.dump() + ", got " + v.dump().substr(0, 60));
       return;
@@ -45,7 +47,8 @@ void validate(const json& v, const json& schema, const std::string& path, std::v
     }
   }
   if (v.is_array() && schema.contains("items"))
-    for (std::size_t i = 0; i < v.size(); ++i) validate(v[i], schema["items"], path + "[" + std::to_string(i) + "]", errors);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      validate(v[i], schema["items"], path + "[" + std::to_string(i) + "]", errors);
 }
 
 std::vector<std::string> check(const json& report) {
@@ -65,7 +68,8 @@ TEST_CASE("the validator itself rejects what it should") {
 TEST_CASE("reports from real CPU runs validate against the schema") {
   const auto dir = tbtest::scratch("schema");
   const auto profile = tbtest::tiny_profile(dir);
-  REQUIRE(tbtest::run_cli("run --config '" + profile + "' --set train.amp=bf16 --set model.channels_last=true").code == 0);
+  REQUIRE(tbtest::run_cli("run --config '" + profile + "' --set train.amp=bf16 --set model.channels_last=true").code ==
+          0);
   auto errors = check(tbtest::read_json(dir / "tiny.json"));
   INFO(errors.size() << " errors, first: " << (errors.empty() ? "" : errors.front()));
   CHECK(errors.empty());

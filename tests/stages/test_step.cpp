@@ -1,8 +1,8 @@
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/optim/sgd.h>
+
+#include <catch2/catch.hpp>
 
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"
@@ -114,7 +114,8 @@ TEST_CASE("our SGD equals torch::optim::SGD, per-parameter and foreach") {
   cfg.momentum = 0.9;
   cfg.weight_decay = 0.01;
   auto ref_params = make(), loop_params = make(), each_params = make();
-  torch::optim::SGD ref(ref_params, torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weight_decay));
+  torch::optim::SGD ref(ref_params,
+                        torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weight_decay));
   sgd loop(loop_params, cfg);
   cfg.foreach = true;
   sgd each(each_params, cfg);

@@ -6,50 +6,70 @@ namespace trainbench {
 
 const char* to_string(data_source v) {
   switch (v) {
-    case data_source::cifar10: return "cifar10";
-    case data_source::fashion_mnist: return "fashion-mnist";
-    case data_source::mnist: return "mnist";
-    case data_source::synthetic: return "synthetic";
-    case data_source::device_synthetic: return "device-synthetic";
+    case data_source::cifar10:
+      return "cifar10";
+    case data_source::fashion_mnist:
+      return "fashion-mnist";
+    case data_source::mnist:
+      return "mnist";
+    case data_source::synthetic:
+      return "synthetic";
+    case data_source::device_synthetic:
+      return "device-synthetic";
   }
   return "?";
 }
 
 const char* to_string(preprocess_place v) { return v == preprocess_place::host ? "host" : "device"; }
 
+const char* to_string(data_fallback v) { return v == data_fallback::none ? "none" : "synthetic"; }
+
 const char* to_string(amp_mode v) {
   switch (v) {
-    case amp_mode::off: return "off";
-    case amp_mode::fp16: return "fp16";
-    case amp_mode::bf16: return "bf16";
+    case amp_mode::off:
+      return "off";
+    case amp_mode::fp16:
+      return "fp16";
+    case amp_mode::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 const char* to_string(switch_mode v) {
   switch (v) {
-    case switch_mode::automatic: return "auto";
-    case switch_mode::on: return "on";
-    case switch_mode::off: return "off";
+    case switch_mode::automatic:
+      return "auto";
+    case switch_mode::on:
+      return "on";
+    case switch_mode::off:
+      return "off";
   }
   return "?";
 }
 
 const char* to_string(nvtx_level v) {
   switch (v) {
-    case nvtx_level::off: return "off";
-    case nvtx_level::batch: return "batch";
-    case nvtx_level::stage: return "stage";
+    case nvtx_level::off:
+      return "off";
+    case nvtx_level::batch:
+      return "batch";
+    case nvtx_level::stage:
+      return "stage";
   }
   return "?";
 }
 
 const char* to_string(dist_backend v) {
   switch (v) {
-    case dist_backend::none: return "none";
-    case dist_backend::automatic: return "auto";
-    case dist_backend::gloo: return "gloo";
-    case dist_backend::nccl: return "nccl";
+    case dist_backend::none:
+      return "none";
+    case dist_backend::automatic:
+      return "auto";
+    case dist_backend::gloo:
+      return "gloo";
+    case dist_backend::nccl:
+      return "nccl";
   }
   return "?";
 }

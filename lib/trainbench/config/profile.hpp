@@ -8,6 +8,7 @@ namespace trainbench {
 
 enum class data_source { cifar10, fashion_mnist, mnist, synthetic, device_synthetic };
 enum class preprocess_place { host, device };
+enum class data_fallback { none, synthetic };
 enum class amp_mode { off, fp16, bf16 };
 enum class switch_mode { automatic, on, off };
 enum class nvtx_level { off, batch, stage };
@@ -37,8 +38,9 @@ struct data_config {
   bool shuffle = true;
   bool drop_last = true;
   preprocess_place preprocess = preprocess_place::host;
-  int samples = 2048;     // synthetic: images generated once
-  int source_size = 32;   // synthetic: side of the generated uint8 images
+  data_fallback fallback = data_fallback::none;  // when the dataset's files are missing
+  int samples = 2048;                            // synthetic: images generated once
+  int source_size = 32;                          // synthetic: side of the generated uint8 images
 };
 
 struct optimizer_config {
@@ -106,6 +108,7 @@ struct profile {
 // Names as written in YAML, shared by loading, emitting and the report.
 const char* to_string(data_source v);
 const char* to_string(preprocess_place v);
+const char* to_string(data_fallback v);
 const char* to_string(amp_mode v);
 const char* to_string(switch_mode v);
 const char* to_string(nvtx_level v);

@@ -70,8 +70,7 @@ YAML::Node load_chain(const fs::path& file, const origin& referrer, std::vector<
   const std::string canonical = fs::weakly_canonical(file).string();
   for (const auto& seen : chain) {
     if (seen == canonical) {
-      throw config_error(referrer.text(), "extends",
-                         "'extends' cycle: " + join(chain, " -> ") + " -> " + canonical);
+      throw config_error(referrer.text(), "extends", "'extends' cycle: " + join(chain, " -> ") + " -> " + canonical);
     }
   }
   chain.push_back(canonical);
@@ -95,8 +94,7 @@ YAML::Node load_chain(const fs::path& file, const origin& referrer, std::vector<
 void apply_set(YAML::Node& root, const std::string& assignment, origin_map& origins) {
   const auto eq = assignment.find('=');
   const std::string where = "--set " + assignment;
-  if (eq == std::string::npos || eq == 0)
-    throw config_error(where, "", "expected key.path=value");
+  if (eq == std::string::npos || eq == 0) throw config_error(where, "", "expected key.path=value");
   const std::string key = assignment.substr(0, eq);
   YAML::Node value;
   try {
@@ -290,8 +288,10 @@ class writer {
   void field(const char* key, std::uint64_t v) { out_ << YAML::Key << key << YAML::Value << v; }
   void field(const char* key, double v) { out_ << YAML::Key << key << YAML::Value << format_double(v); }
   void nullable(const char* key, const std::string& v) {
-    if (v.empty()) out_ << YAML::Key << key << YAML::Value << YAML::Null;
-    else field(key, v);
+    if (v.empty())
+      out_ << YAML::Key << key << YAML::Value << YAML::Null;
+    else
+      field(key, v);
   }
   template <class E>
   void choice(const char* key, E& value, std::initializer_list<E>) {
@@ -304,8 +304,10 @@ class writer {
     out_ << YAML::EndSeq;
   }
   void batch_size(const char* key, int value, bool is_auto) {
-    if (is_auto) out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << "auto";
-    else field(key, value);
+    if (is_auto)
+      out_ << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << "auto";
+    else
+      field(key, value);
   }
 
  private:
@@ -328,8 +330,9 @@ void visit(V& v, profile& p) {
   });
   v.block("data", [&] {
     auto& d = p.data;
-    v.choice("source", d.source, {data_source::cifar10, data_source::fashion_mnist, data_source::mnist,
-                                  data_source::synthetic, data_source::device_synthetic});
+    v.choice("source", d.source,
+             {data_source::cifar10, data_source::fashion_mnist, data_source::mnist, data_source::synthetic,
+              data_source::device_synthetic});
     v.field("path", d.path);
     v.field("split", d.split);
     v.field("image_size", d.image_size);
@@ -343,6 +346,7 @@ void visit(V& v, profile& p) {
     v.field("shuffle", d.shuffle);
     v.field("drop_last", d.drop_last);
     v.choice("preprocess", d.preprocess, {preprocess_place::host, preprocess_place::device});
+    v.choice("fallback", d.fallback, {data_fallback::none, data_fallback::synthetic});
     v.field("samples", d.samples);
     v.field("source_size", d.source_size);
   });

@@ -10,7 +10,7 @@ namespace trainbench {
 
 struct loaded_profile {
   profile value;
-  std::filesystem::path path;  // the file the user named
+  std::filesystem::path path;      // the file the user named
   std::vector<std::string> chain;  // files read, child first
 };
 

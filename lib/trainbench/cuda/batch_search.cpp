@@ -61,9 +61,10 @@ std::int64_t search_batch_size(const batch_search_request& r, std::vector<std::p
     }
     good = b;
   }
-  if (good == 0) throw run_error("out_of_memory", "train.batch_size: auto: not even a batch of " +
-                                                      std::to_string(first_try) + " fits on the device");
-  if (bad == 0) return good;  // everything up to the limit fits
+  if (good == 0)
+    throw run_error("out_of_memory",
+                    "train.batch_size: auto: not even a batch of " + std::to_string(first_try) + " fits on the device");
+  if (bad == 0) return good;                                   // everything up to the limit fits
   while (bad - good > std::max<std::int64_t>(1, good / 64)) {  // within ~1.5%: each try is a real step
     const std::int64_t mid = good + (bad - good) / 2;
     (attempt(mid) ? good : bad) = mid;

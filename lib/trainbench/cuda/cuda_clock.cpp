@@ -96,8 +96,10 @@ class cuda_clock final : public stage_clock {
     if (s == stage_id::data_wait) {
       // Waiting for the loader is host time, not device time.
       auto& t = host_begin_[static_cast<std::size_t>(batch)];
-      if (edge == 0) t = steady::now();
-      else host_wait_[static_cast<std::size_t>(batch)] = std::chrono::duration<double>(steady::now() - t).count();
+      if (edge == 0)
+        t = steady::now();
+      else
+        host_wait_[static_cast<std::size_t>(batch)] = std::chrono::duration<double>(steady::now() - t).count();
       return;
     }
     const std::size_t i = index(static_cast<int>(s), batch, edge);

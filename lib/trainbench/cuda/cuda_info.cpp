@@ -24,7 +24,9 @@ cuda_versions cuda_library_versions() {
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess && runtime > 0) v.runtime = dotted(runtime, 1000, 10);
   if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) v.driver = dotted(driver, 1000, 10);
   const long cudnn = at::detail::getCUDAHooks().versionCuDNN();
-  if (cudnn > 0) v.cudnn = std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100);
+  if (cudnn > 0)
+    v.cudnn =
+        std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100);
   return v;
 }
 

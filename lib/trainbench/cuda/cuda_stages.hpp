@@ -35,8 +35,7 @@ struct batch_search_request {
 };
 // The largest batch whose whole training step fits (powers of two, then a binary search);
 // every try is recorded in `trials` as (batch, fitted).
-std::int64_t search_batch_size(const batch_search_request& request,
-                               std::vector<std::pair<std::int64_t, bool>>& trials);
+std::int64_t search_batch_size(const batch_search_request& request, std::vector<std::pair<std::int64_t, bool>>& trials);
 
 struct cuda_versions {
   std::string runtime = "none", cudnn = "none", driver = "none";

@@ -1,5 +1,7 @@
 // Host-to-device copies: blocking, non_blocking from pinned memory, or a copy stream feeding a
 // ring of device buffers. Ordering is by events only; nothing here blocks the host on the hot path.
+#include "trainbench/cuda/cuda_transfer.hpp"
+
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -9,7 +11,6 @@
 #include <optional>
 
 #include "trainbench/cuda/cuda_stages.hpp"
-#include "trainbench/cuda/cuda_transfer.hpp"
 
 namespace trainbench {
 namespace {

@@ -30,8 +30,9 @@ std::shared_ptr<const dataset> read_cifar10(const fs::path& dir, const std::stri
   for (const auto& n : names) {
     if (!fs::is_regular_file(dir / n)) {
       throw input_error("cifar10: missing '" + (dir / n).string() + "'; split '" + split + "' expects " +
-                        std::to_string(names.size()) + " file(s) (" + names.front() + (names.size() > 1 ? " ... " + names.back() : "") +
-                        ") in '" + dir.string() + "'; " + where_to_get);
+                        std::to_string(names.size()) + " file(s) (" + names.front() +
+                        (names.size() > 1 ? " ... " + names.back() : "") + ") in '" + dir.string() + "'; " +
+                        where_to_get);
     }
   }
   std::vector<std::uint8_t> pixels;
@@ -85,8 +86,7 @@ void write_cifar10(const fs::path& dir, std::int64_t train_samples, std::int64_t
     write(train[f], share);
   }
   write("test_batch.bin", test_samples);
-  write_file_atomic(dir / "batches.meta.txt",
-                    "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n");
+  write_file_atomic(dir / "batches.meta.txt", "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n");
   write_file_atomic(dir / "GENERATED", "random pixels and labels written by trainbench make-dataset\n");
 }
 

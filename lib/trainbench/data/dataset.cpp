@@ -26,10 +26,14 @@ sample_view memory_dataset::sample(std::int64_t index) const {
 
 std::filesystem::path default_data_path(data_source source) {
   switch (source) {
-    case data_source::cifar10: return "data/cifar-10-batches-bin";
-    case data_source::fashion_mnist: return "/usr/share/datasets/fashion-mnist";
-    case data_source::mnist: return "data/mnist";
-    default: return {};
+    case data_source::cifar10:
+      return "data/cifar-10-batches-bin";
+    case data_source::fashion_mnist:
+      return "/usr/share/datasets/fashion-mnist";
+    case data_source::mnist:
+      return "data/mnist";
+    default:
+      return {};
   }
 }
 
@@ -40,8 +44,8 @@ std::shared_ptr<const dataset> make_synthetic(std::int64_t count, int side, int 
   for (auto& p : pixels) p = static_cast<std::uint8_t>(rng() >> 56);
   std::vector<int> labels(static_cast<std::size_t>(count));
   for (auto& l : labels) l = static_cast<int>(rng() % static_cast<std::uint64_t>(classes));
-  return std::make_shared<memory_dataset>("synthetic " + std::to_string(count) + " x " + std::to_string(side) +
-                                              "x" + std::to_string(side) + "x" + std::to_string(channels),
+  return std::make_shared<memory_dataset>("synthetic " + std::to_string(count) + " x " + std::to_string(side) + "x" +
+                                              std::to_string(side) + "x" + std::to_string(channels),
                                           side, side, channels, classes, std::move(pixels), std::move(labels));
 }
 
@@ -49,11 +53,20 @@ std::shared_ptr<const dataset> open_dataset(const data_config& cfg, int num_clas
   const std::filesystem::path dir = cfg.path.empty() ? default_data_path(cfg.source) : std::filesystem::path(cfg.path);
   std::shared_ptr<const dataset> ds;
   switch (cfg.source) {
-    case data_source::cifar10: ds = read_cifar10(dir, cfg.split); break;
-    case data_source::fashion_mnist: ds = read_idx(dir, cfg.split, "fashion-mnist"); break;
-    case data_source::mnist: ds = read_idx(dir, cfg.split, "mnist"); break;
-    case data_source::synthetic: ds = make_synthetic(cfg.samples, cfg.source_size, 3, num_classes, seed); break;
-    case data_source::device_synthetic: TB_ASSERT(false, "device-synthetic has no host dataset");
+    case data_source::cifar10:
+      ds = read_cifar10(dir, cfg.split);
+      break;
+    case data_source::fashion_mnist:
+      ds = read_idx(dir, cfg.split, "fashion-mnist");
+      break;
+    case data_source::mnist:
+      ds = read_idx(dir, cfg.split, "mnist");
+      break;
+    case data_source::synthetic:
+      ds = make_synthetic(cfg.samples, cfg.source_size, 3, num_classes, seed);
+      break;
+    case data_source::device_synthetic:
+      TB_ASSERT(false, "device-synthetic has no host dataset");
   }
   if (ds->num_classes() > num_classes) {
     throw input_error(ds->describe() + " has " + std::to_string(ds->num_classes()) +

@@ -76,8 +76,7 @@ std::shared_ptr<const dataset> read_idx(const fs::path& dir, const std::string& 
   }
   std::vector<std::uint8_t> pixels(images.begin() + 16, images.end());
   return std::make_shared<memory_dataset>(what + " " + split + " (" + dir.string() + ")", static_cast<int>(rows),
-                                          static_cast<int>(cols), 1, 10, std::move(pixels),
-                                          std::move(label_values));
+                                          static_cast<int>(cols), 1, 10, std::move(pixels), std::move(label_values));
 }
 
 }  // namespace trainbench

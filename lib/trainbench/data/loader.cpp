@@ -14,8 +14,8 @@ namespace trainbench {
 batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options options)
     : data_(std::move(data)),
       options_(std::move(options)),
-      transform_(data_->height(), data_->width(), data_->channels(), options_.image_size, options_.mean,
-                 options_.std, options_.channels_last) {
+      transform_(data_->height(), data_->width(), data_->channels(), options_.image_size, options_.mean, options_.std,
+                 options_.channels_last) {
   const std::int64_t n = data_->size();
   shard_size_ = n / options_.world;
   const std::int64_t b = options_.batch_size;

@@ -26,7 +26,7 @@ struct loader_options {
   bool shuffle = true;
   bool drop_last = true;
   bool channels_last = false;
-  bool raw_uint8 = false;   // ship source pixels; resize/normalise happen on the device
+  bool raw_uint8 = false;  // ship source pixels; resize/normalise happen on the device
   int image_size = 224;
   std::vector<double> mean{0.5, 0.5, 0.5}, std{0.5, 0.5, 0.5};
   std::uint64_t seed = 0;
@@ -34,8 +34,8 @@ struct loader_options {
 };
 
 struct host_batch {
-  at::Tensor images;  // float [B,3,S,S] (channels_last memory if asked) or uint8 [B,H,W,C] when raw
-  at::Tensor labels;  // int64 [B]
+  at::Tensor images;        // float [B,3,S,S] (channels_last memory if asked) or uint8 [B,H,W,C] when raw
+  at::Tensor labels;        // int64 [B]
   std::int64_t index = -1;  // position in the stream of batches
   std::int64_t count = 0;   // samples (the last batch of an epoch may be short without drop_last)
   int slot = -1;

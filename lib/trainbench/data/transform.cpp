@@ -31,14 +31,14 @@ resize_taps make_taps(int in_size, int out_size) {
     t.start[i] = lo + static_cast<int>(first);
     t.count[i] = static_cast<int>(last - first);
     for (std::size_t k = first; k < last; ++k)
-      t.weights[static_cast<std::size_t>(i) * t.max_taps + (k - first)] = static_cast<float>(total > 0 ? w[k] / total : 0);
+      t.weights[static_cast<std::size_t>(i) * t.max_taps + (k - first)] =
+          static_cast<float>(total > 0 ? w[k] / total : 0);
   }
   return t;
 }
 
 image_transform::image_transform(int in_height, int in_width, int in_channels, int out_size,
-                                 const std::vector<double>& mean, const std::vector<double>& std,
-                                 bool channels_last)
+                                 const std::vector<double>& mean, const std::vector<double>& std, bool channels_last)
     : in_h_(in_height),
       in_w_(in_width),
       in_c_(in_channels),

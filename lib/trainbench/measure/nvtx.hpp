@@ -24,8 +24,10 @@ class nvtx_range {
     if (!enabled) return;
     active_ = true;
     char text[96];
-    if (index >= 0) std::snprintf(text, sizeof text, "%s %lld", name, index);
-    else std::snprintf(text, sizeof text, "%s", name);
+    if (index >= 0)
+      std::snprintf(text, sizeof text, "%s %lld", name, index);
+    else
+      std::snprintf(text, sizeof text, "%s", name);
     nvtxEventAttributes_t attr{};
     attr.version = NVTX_VERSION;
     attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;

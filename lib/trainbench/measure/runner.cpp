@@ -56,6 +56,7 @@ void runner::measure_window(int repeat) {
       if (row[s] >= 0) result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
   }
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
+  if (!result_.loss_first) read_loss(result_.loss_first);  // no warmup: the first window's last loss
 }
 
 template <class F>

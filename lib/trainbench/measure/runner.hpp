@@ -17,11 +17,11 @@ namespace trainbench {
 
 // Stages bound to a device, ready to run (built by build_pipeline).
 struct pipeline {
-  std::unique_ptr<batch_loader> loader;          // null for device-synthetic
-  std::unique_ptr<transfer_stage> transfer;      // null for device-synthetic
-  std::unique_ptr<device_preprocess> preprocess; // data.preprocess: device
-  std::unique_ptr<train_step> step;              // null for bench-data (loader and transfer only)
-  device_batch fixed;                            // device-synthetic's one batch
+  std::unique_ptr<batch_loader> loader;           // null for device-synthetic
+  std::unique_ptr<transfer_stage> transfer;       // null for device-synthetic
+  std::unique_ptr<device_preprocess> preprocess;  // data.preprocess: device
+  std::unique_ptr<train_step> step;               // null for bench-data (loader and transfer only)
+  device_batch fixed;                             // device-synthetic's one batch
   std::unique_ptr<stage_clock> clock;
   std::unique_ptr<device_probe> probe;
   std::int64_t batch_size = 0;
@@ -53,8 +53,8 @@ class runner {
   measure_config m_;
   progress_fn progress_;
   run_result result_;
-  std::int64_t next_batch_ = 0;    // batches started
-  std::int64_t submitted_ = 0;     // batches handed to the transfer stage
+  std::int64_t next_batch_ = 0;  // batches started
+  std::int64_t submitted_ = 0;   // batches handed to the transfer stage
   bool stage_ranges_ = false, batch_ranges_ = false;
 };
 

@@ -13,8 +13,8 @@ basic_block_impl::basic_block_impl(int64_t in, int64_t out, int64_t stride) {
   bn2 = register_module("bn2", nn::BatchNorm2d(out));
   if (stride != 1 || in != out) {
     downsample = register_module(
-        "downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                     nn::BatchNorm2d(out)));
+        "downsample",
+        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)), nn::BatchNorm2d(out)));
   }
 }
 

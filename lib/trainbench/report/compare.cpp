@@ -102,10 +102,14 @@ mann_whitney mann_whitney_u(const std::vector<double>& a, const std::vector<doub
 
 const char* to_string(verdict v) {
   switch (v) {
-    case verdict::faster: return "FASTER";
-    case verdict::slower: return "SLOWER";
-    case verdict::same: return "SAME";
-    case verdict::ambiguous: return "AMBIGUOUS";
+    case verdict::faster:
+      return "FASTER";
+    case verdict::slower:
+      return "SLOWER";
+    case verdict::same:
+      return "SAME";
+    case verdict::ambiguous:
+      return "AMBIGUOUS";
   }
   return "?";
 }
@@ -196,7 +200,8 @@ comparison compare_reports(const std::vector<json>& base, const std::vector<json
     row.candidate = rates_of(c);
     if (row.base.empty() || row.candidate.empty()) {
       row.result = verdict::ambiguous;
-      row.reason = "a side has no measured windows (status " + b.value("status", "?") + " / " + c.value("status", "?") + ")";
+      row.reason =
+          "a side has no measured windows (status " + b.value("status", "?") + " / " + c.value("status", "?") + ")";
       out.rows.push_back(row);
       continue;
     }
@@ -216,7 +221,8 @@ std::vector<json> read_reports(const std::string& file_or_folder) {
   if (fs::is_directory(file_or_folder)) {
     for (const auto& e : fs::directory_iterator(file_or_folder))
       if (e.path().extension() == ".json") files.push_back(e.path());
-    std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) { return natural_less(a.string(), b.string()); });
+    std::sort(files.begin(), files.end(),
+              [](const fs::path& a, const fs::path& b) { return natural_less(a.string(), b.string()); });
     if (files.empty()) throw input_error("'" + file_or_folder + "': no *.json reports in this folder");
   } else {
     files.push_back(file_or_folder);
@@ -230,7 +236,8 @@ std::vector<json> read_reports(const std::string& file_or_folder) {
       throw input_error("'" + f.string() + "': not a JSON report: " + e.what());
     }
     if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != report_schema_version)
-      throw input_error("'" + f.string() + "': schema_version " + (j.is_object() && j.contains("schema_version") ? j["schema_version"].dump() : "missing") +
+      throw input_error("'" + f.string() + "': schema_version " +
+                        (j.is_object() && j.contains("schema_version") ? j["schema_version"].dump() : "missing") +
                         ", this trainbench reads " + std::to_string(report_schema_version));
     try {
       (void)j.at("profile").at("hash");
@@ -247,32 +254,48 @@ std::string format_comparison(const comparison& c, const std::string& format) {
   char buf[512];
   std::string out;
   if (format == "json") {
-    json j = {{"rows", json::array()}, {"only_base", c.only_base}, {"only_candidate", c.only_candidate},
-              {"warnings", c.warnings}, {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
+    json j = {{"rows", json::array()},
+              {"only_base", c.only_base},
+              {"only_candidate", c.only_candidate},
+              {"warnings", c.warnings},
+              {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
     for (const auto& r : c.rows)
-      j["rows"].push_back({{"name", r.name}, {"match", r.match}, {"base_median", r.base_median},
-                           {"candidate_median", r.candidate_median}, {"change_pct", r.change_pct}, {"u", r.test.u},
-                           {"p", r.test.p}, {"verdict", to_string(r.result)}, {"reason", r.reason}});
+      j["rows"].push_back({{"name", r.name},
+                           {"match", r.match},
+                           {"base_median", r.base_median},
+                           {"candidate_median", r.candidate_median},
+                           {"change_pct", r.change_pct},
+                           {"u", r.test.u},
+                           {"p", r.test.p},
+                           {"verdict", to_string(r.result)},
+                           {"reason", r.reason}});
     return j.dump(2) + "\n";
   }
   const bool md = format == "markdown";
   for (const auto& w : c.warnings) out += (md ? "> **warning:** " : "WARNING: ") + w + "\n";
   if (!c.warnings.empty()) out += "\n";
-  if (md) out += "| profile | base samples/s | candidate samples/s | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
+  if (md)
+    out += "| profile | base samples/s | candidate samples/s | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
   else {
-    std::snprintf(buf, sizeof buf, "%-28s %14s %14s %9s %8s  %s\n", "profile", "base", "candidate", "change", "p", "verdict");
+    std::snprintf(buf, sizeof buf, "%-28s %14s %14s %9s %8s  %s\n", "profile", "base", "candidate", "change", "p",
+                  "verdict");
     out += buf;
   }
   for (const auto& r : c.rows) {
-    if (md) std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %+.1f%% | %.3g | **%s** (%s) |\n", r.name.c_str(),
-                          r.base_median, r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
-    else std::snprintf(buf, sizeof buf, "%-28s %14.1f %14.1f %+8.1f%% %8.3g  %s (%s)\n", r.name.c_str(), r.base_median,
-                       r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
+    if (md)
+      std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %+.1f%% | %.3g | **%s** (%s) |\n", r.name.c_str(),
+                    r.base_median, r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
+    else
+      std::snprintf(buf, sizeof buf, "%-28s %14.1f %14.1f %+8.1f%% %8.3g  %s (%s)\n", r.name.c_str(), r.base_median,
+                    r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
     out += buf;
   }
   if (c.geomean_ratio) {
-    if (md) std::snprintf(buf, sizeof buf, "| geometric mean | | | %+.1f%% | | |\n", 100.0 * (*c.geomean_ratio - 1));
-    else std::snprintf(buf, sizeof buf, "%-28s %14s %14s %+8.1f%%\n", "geometric mean", "", "", 100.0 * (*c.geomean_ratio - 1));
+    if (md)
+      std::snprintf(buf, sizeof buf, "| geometric mean | | | %+.1f%% | | |\n", 100.0 * (*c.geomean_ratio - 1));
+    else
+      std::snprintf(buf, sizeof buf, "%-28s %14s %14s %+8.1f%%\n", "geometric mean", "", "",
+                    100.0 * (*c.geomean_ratio - 1));
     out += buf;
   }
   for (const auto& n : c.only_base) out += (md ? "- only in base: " : "only in base: ") + n + "\n";
@@ -283,7 +306,8 @@ std::string format_comparison(const comparison& c, const std::string& format) {
 int compare_command(const compare_request& req) {
   if (req.threshold_pct < 0) throw input_error("--threshold must be >= 0");
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
-  const comparison c = compare_reports(read_reports(req.base), read_reports(req.candidate), req.threshold_pct, req.alpha);
+  const comparison c =
+      compare_reports(read_reports(req.base), read_reports(req.candidate), req.threshold_pct, req.alpha);
   std::cout << format_comparison(c, req.format);
   for (const auto& r : c.rows)
     if (r.result == verdict::slower) return exit_code::failed;

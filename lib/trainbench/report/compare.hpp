@@ -1,7 +1,6 @@
 #pragma once
 // trainbench compare: regression verdicts between two sets of reports (no torch here).
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,7 +29,7 @@ enum class verdict { faster, slower, same, ambiguous };
 const char* to_string(verdict v);
 
 struct pair_row {
-  std::string name, match;  // match: "hash" or "name"
+  std::string name, match;              // match: "hash" or "name"
   std::vector<double> base, candidate;  // per-repeat samples/s
   double base_median = 0, candidate_median = 0, change_pct = 0;
   mann_whitney test;

@@ -44,11 +44,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -139,8 +148,10 @@ int ladder_command(const ladder_request& req) {
     if (rung.failure.empty()) {
       const auto j = read_reports(report).front();
       rung.change = j["profile"].value("description", "");
-      if (j["status"] != "ok") rung.failure = j["error"].value("message", "failed");
-      else rung.samples_per_s = j["results"]["samples_per_s"]["median"].get<double>();
+      if (j["status"] != "ok")
+        rung.failure = j["error"].value("message", "failed");
+      else
+        rung.samples_per_s = j["results"]["samples_per_s"]["median"].get<double>();
     }
     rungs.push_back(rung);
   }

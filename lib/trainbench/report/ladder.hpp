@@ -15,7 +15,7 @@ struct ladder_request {
 };
 
 struct ladder_rung {
-  std::string rung, change;           // file stem, description
+  std::string rung, change;             // file stem, description
   std::optional<double> samples_per_s;  // median; empty when the rung failed
   std::string failure;
 };

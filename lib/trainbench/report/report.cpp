@@ -115,8 +115,8 @@ nlohmann::ordered_json make_report(const report_input& in) {
   const auto& c = in.context;
   json gpu = nullptr;
   if (c.gpu) {
-    gpu = {{"name", c.gpu->name}, {"uuid", c.gpu->uuid}, {"driver", c.gpu->driver},
-           {"memory_bytes", c.gpu->memory_bytes}};
+    gpu = {
+        {"name", c.gpu->name}, {"uuid", c.gpu->uuid}, {"driver", c.gpu->driver}, {"memory_bytes", c.gpu->memory_bytes}};
   }
   json error = nullptr;
   if (in.status != "ok") error = {{"kind", in.error_kind}, {"message", in.error_message}};

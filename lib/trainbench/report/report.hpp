@@ -1,7 +1,6 @@
 #pragma once
 // The JSON report: versioned, with the context needed to trust and compare it (no torch here).
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 

@@ -30,7 +30,7 @@ struct telemetry_result {
 struct run_result {
   std::vector<window_result> windows;
   std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
-  std::vector<double> overlap_shares;                    // per window, copy stream only
+  std::vector<double> overlap_shares;                   // per window, copy stream only
   std::optional<double> loss_first, loss_last;
   std::optional<double> skipped_steps, loss_scale;
   std::int64_t warmup_batches_done = 0;

@@ -32,8 +32,10 @@ void sgd::step(const at::Tensor& keep) {
     // A skipped step may carry inf/nan gradients; 0 * inf is nan, so clear them first.
     for (auto& g : grads) g.nan_to_num_(0.0, 0.0, 0.0);
   }
-  if (cfg_.foreach) step_foreach(grads, keep);
-  else step_loop(grads, keep);
+  if (cfg_.foreach)
+    step_foreach(grads, keep);
+  else
+    step_loop(grads, keep);
 }
 
 // buf <- buf + keep * ((m - 1) * buf + g)  == m * buf + g when keep = 1, unchanged when keep = 0

@@ -9,8 +9,8 @@ namespace trainbench {
 
 class device_preprocess {
  public:
-  device_preprocess(int image_size, const std::vector<double>& mean, const std::vector<double>& std,
-                    bool channels_last, c10::Device device);
+  device_preprocess(int image_size, const std::vector<double>& mean, const std::vector<double>& std, bool channels_last,
+                    c10::Device device);
   // raw: uint8 [B,H,W,C] (C = 1 or 3); returns float [B,3,S,S].
   at::Tensor operator()(const at::Tensor& raw) const;
 

@@ -36,7 +36,8 @@ void load_weights(torch::nn::Module& model, const std::filesystem::path& file) {
     throw input_error("model.weights '" + file.string() + "': not a state dict saved by torch.save: " + e.what());
   }
   if (!value.isGenericDict())
-    throw input_error("model.weights '" + file.string() + "': expected a dict of tensors (save dict(model.state_dict()))");
+    throw input_error("model.weights '" + file.string() +
+                      "': expected a dict of tensors (save dict(model.state_dict()))");
   auto target = state_of(model);
   std::map<std::string, at::Tensor> loaded;
   std::vector<std::string> unexpected, misshaped, missing;
@@ -48,13 +49,15 @@ void load_weights(torch::nn::Module& model, const std::filesystem::path& file) {
       continue;
     }
     at::Tensor t = entry.value().toTensor();
-    if (t.sizes() != it->second.sizes()) misshaped.push_back(key + " " + shape_text(t) + " vs " + shape_text(it->second));
-    else loaded[key] = t;
+    if (t.sizes() != it->second.sizes())
+      misshaped.push_back(key + " " + shape_text(t) + " vs " + shape_text(it->second));
+    else
+      loaded[key] = t;
   }
   for (const auto& [key, t] : target)
     if (!loaded.count(key) && std::find_if(misshaped.begin(), misshaped.end(), [&](const std::string& m) {
-                                 return m.rfind(key + " ", 0) == 0;
-                               }) == misshaped.end())
+                                return m.rfind(key + " ", 0) == 0;
+                              }) == misshaped.end())
       missing.push_back(key);
   if (!unexpected.empty() || !misshaped.empty() || !missing.empty()) {
     std::string msg = "model.weights '" + file.string() + "' does not match resnet18:";

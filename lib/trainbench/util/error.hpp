@@ -59,7 +59,7 @@ constexpr int interrupted = 130;
 
 }  // namespace trainbench
 
-#define TB_ASSERT(expr, message)                                                 \
-  do {                                                                           \
+#define TB_ASSERT(expr, message)                                                       \
+  do {                                                                                 \
     if (!(expr)) ::trainbench::internal_failure(#expr, __FILE__, __LINE__, (message)); \
   } while (0)

@@ -42,8 +42,10 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out(1);
   for (char c : text) {
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
   }
   return out;
 }
