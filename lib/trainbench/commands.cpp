@@ -124,10 +124,6 @@ progress_fn make_progress(bool quiet) {
   };
 }
 
-}  // namespace
-
-namespace {
-
 // Fills the report's status from the exception in flight; returns the exit code.
 int record_failure(report_input& in) {
   try {
@@ -148,6 +144,10 @@ int record_failure(report_input& in) {
     in.error_message = "out of device memory at train.batch_size " + std::to_string(in.prof.train.batch_size) +
                        "; use train.batch_size: auto to find the largest batch that fits. " +
                        e.what_without_backtrace();
+  } catch (const c10::Error& e) {
+    in.status = "error";
+    in.error_kind = "runtime";
+    in.error_message = e.what_without_backtrace();  // the C++ stack trace helps nobody reading a report
   } catch (const std::exception& e) {
     in.status = "error";
     in.error_kind = "runtime";

@@ -205,8 +205,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   }
   if (o.with_step) {
     resnet18 model = make_model(p, device, e);
-    parameters = 0;
-    for (const auto& t : model->parameters()) parameters += t.numel();
+    parameters = parameter_count(*model);
     const step_options so = make_step_options(p, device);
     e.amp = to_string(p.train.amp);
     e.grad_scaler = so.scaler;
