@@ -73,3 +73,23 @@ TEST_CASE("ladder runs the CPU profiles in natural order and writes md and svg")
   }
   CHECK(r.output.find("vs previous") != std::string::npos);
 }
+
+TEST_CASE("a failing rung is shown as failed with its reason and the ladder carries on") {
+  const auto dir = tbtest::scratch("ladder-fail");
+  const auto base = tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/01-ok.yaml", "extends: ../tiny.yaml\nname: ok\ndescription: fine\n");
+  tbtest::write_text(dir / "rungs/02-huge.yaml",
+                     "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\ndata: {image_size: 4000000}\n");
+  tbtest::write_text(dir / "rungs/10-after.yaml", "extends: 01-ok.yaml\nname: after\ndescription: still runs\n");
+  const auto r = tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --quiet --out '" + (dir / "out").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  std::ifstream md_in(dir / "out/ladder.md");
+  std::stringstream md;
+  md << md_in.rdbuf();
+  CHECK(md.str().find("| 02-huge | cannot allocate | failed: ") != std::string::npos);
+  CHECK(md.str().find("| 10-after | still runs |") != std::string::npos);
+  // Natural order: 10 after 02.
+  CHECK(md.str().find("02-huge") < md.str().find("10-after"));
+  (void)base;
+}
