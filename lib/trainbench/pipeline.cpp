@@ -61,16 +61,16 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
               "device-synthetic data has no loader");
 }
 
-int choose_threads(const profile& p, effective_settings& e) {
+void choose_threads(const profile& p, bool on_cuda, effective_settings& e) {
   if (p.threads > 0) at::set_num_threads(p.threads);
   e.intra_op_threads = at::get_num_threads();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (static_cast<unsigned>(e.intra_op_threads + p.data.workers) > cores) {
+  // On a GPU run the intra-op pool is mostly idle, so only a CPU run really competes.
+  if (!on_cuda && static_cast<unsigned>(e.intra_op_threads + p.data.workers) > cores) {
     e.notes.push_back("threads: " + std::to_string(e.intra_op_threads) + " intra-op + " +
                       std::to_string(p.data.workers) + " loader workers on " + std::to_string(cores) +
                       " cores: they compete for the CPU (set 'threads' to share the cores)");
   }
-  return e.intra_op_threads;
 }
 
 std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, std::int64_t batch,
@@ -161,7 +161,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   e.device = device.str();
   e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
   note_ineffective(p, on_cuda, o.strict, e);
-  choose_threads(p, e);
+  choose_threads(p, on_cuda, e);
   at::manual_seed(p.seed);
   if (on_cuda) {
     // Legacy setters only: mixing them with the newer precision API makes the getters throw.
