@@ -71,7 +71,10 @@ context_info full_context(const std::string& command_line, const effective_setti
   c.cuda = v.runtime;
   c.cudnn = v.cudnn;
   c.nvtx = nvtx_compiled_in();
-  if (e.device.rfind("cuda", 0) == 0) c.gpu = gpu_info{e.device_name, "", v.driver, 0};
+  if (e.device.rfind("cuda", 0) == 0) {
+    const cuda_device_facts f = cuda_device_info(c10::Device(e.device));
+    c.gpu = gpu_info{f.name, f.uuid, f.driver.empty() ? "unknown (no NVML)" : f.driver, f.memory_bytes};
+  }
   const fs::path data_dir = p.data.path.empty() ? default_data_path(p.data.source) : fs::path(p.data.path);
   c.data_generated = p.data.source == data_source::cifar10 && fs::exists(data_dir / "GENERATED");
   return c;

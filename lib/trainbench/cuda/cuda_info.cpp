@@ -1,7 +1,10 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/nvml.hpp"
 
 namespace trainbench {
 
@@ -10,6 +13,22 @@ bool cuda_code_compiled() { return true; }
 std::string cuda_device_name(c10::Device device) {
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
   return prop ? prop->name : "unknown CUDA device";
+}
+
+cuda_device_facts cuda_device_info(c10::Device device) {
+  cuda_device_facts f;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  if (!prop) return f;
+  f.name = prop->name;
+  f.memory_bytes = static_cast<std::int64_t>(prop->totalGlobalMem);
+  // The form nvidia-smi prints: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+  const auto* b = reinterpret_cast<const unsigned char*>(prop->uuid.bytes);
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  f.uuid = uuid;
+  f.driver = nvml_library().driver_version();
+  return f;
 }
 
 namespace {

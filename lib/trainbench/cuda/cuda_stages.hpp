@@ -17,6 +17,12 @@ namespace trainbench {
 bool cuda_code_compiled();
 std::string cuda_device_name(c10::Device device);
 
+struct cuda_device_facts {
+  std::string name, uuid, driver;  // driver: the NVIDIA driver version from NVML, "" without NVML
+  std::int64_t memory_bytes = 0;
+};
+cuda_device_facts cuda_device_info(c10::Device device);
+
 std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device device, const transfer_config& cfg, bool pinned);
 // Times compute-stream stages with CUDA events and h2d on the transfer's copy stream if it has one.
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device device, const transfer_stage* transfer);

@@ -9,6 +9,7 @@ namespace {
 
 bool cuda_code_compiled() { return false; }
 std::string cuda_device_name(c10::Device) { no_cuda(); }
+cuda_device_facts cuda_device_info(c10::Device) { no_cuda(); }
 std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device, const transfer_config&, bool) { no_cuda(); }
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device, const transfer_stage*) { no_cuda(); }
 std::unique_ptr<device_probe> make_cuda_probe(c10::Device) { no_cuda(); }
