@@ -75,12 +75,18 @@ std::shared_ptr<const std::vector<std::int64_t>> batch_loader::epoch_order(std::
   return order;
 }
 
-std::vector<std::int64_t> batch_loader::batch_indices(std::int64_t index) const {
+batch_loader::batch_span batch_loader::span_of(std::int64_t index) const {
   const std::int64_t epoch = index / batches_per_epoch_, j = index % batches_per_epoch_;
-  auto order = epoch_order(epoch);
-  const std::int64_t first = j * options_.batch_size;
-  const std::int64_t last = std::min<std::int64_t>(first + options_.batch_size, shard_size_);
-  return {order->begin() + first, order->begin() + last};
+  batch_span out;
+  out.order = epoch_order(epoch);
+  out.first = j * options_.batch_size;
+  out.count = std::min<std::int64_t>(options_.batch_size, shard_size_ - out.first);
+  return out;
+}
+
+std::vector<std::int64_t> batch_loader::batch_indices(std::int64_t index) const {
+  const batch_span b = span_of(index);
+  return {b.order->begin() + b.first, b.order->begin() + b.first + b.count};
 }
 
 void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch) {
@@ -88,12 +94,10 @@ void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch
     s.fence();
     s.fence = nullptr;
   }
-  // Positions [first, last) of this epoch's order, read in place (no per-batch allocation).
-  const std::int64_t epoch = index / batches_per_epoch_, j = index % batches_per_epoch_;
-  const auto order = epoch_order(epoch);
-  const std::int64_t first = j * options_.batch_size;
-  const std::int64_t count = std::min<std::int64_t>(options_.batch_size, shard_size_ - first);
-  const std::int64_t* indices = order->data() + first;
+  // Read this batch's positions of the epoch order in place (no per-batch allocation).
+  const batch_span span = span_of(index);
+  const std::int64_t count = span.count;
+  const std::int64_t* indices = span.order->data() + span.first;
   auto* labels = s.batch.labels.data_ptr<std::int64_t>();
   if (options_.raw_uint8) {
     auto* out = s.batch.images.data_ptr<std::uint8_t>();

@@ -72,6 +72,11 @@ class batch_loader {
     copy_fence fence;
   };
 
+  struct batch_span {
+    std::shared_ptr<const std::vector<std::int64_t>> order;  // the epoch's sample order
+    std::int64_t first = 0, count = 0;                       // this batch's positions in it
+  };
+  batch_span span_of(std::int64_t index) const;
   void worker_loop(int worker);
   void fill(slot& s, std::int64_t index, std::vector<float>& scratch);
   std::shared_ptr<const std::vector<std::int64_t>> epoch_order(std::int64_t epoch) const;
