@@ -43,8 +43,14 @@ for side, folder in (("tb", "trainbench"), ("py", "pytorch")):
         merged = reps[0]
         merged["results"]["repeats"] = [w for r in reps for w in r["results"]["repeats"]]
         rates = [w["samples_per_s"] for w in merged["results"]["repeats"]]
-        merged["results"]["samples_per_s"]["median"] = statistics.median(rates)
-        merged["results"]["samples_per_s"]["n"] = len(rates)
+        # Recompute the whole summary over the pooled windows, with the report's definitions
+        # (linear-interpolation quartiles, sample standard deviation).
+        q1, med, q3 = statistics.quantiles(rates, n=4, method="inclusive") if len(rates) > 1 else (rates[0],) * 3
+        mean = statistics.fmean(rates)
+        sd = statistics.stdev(rates) if len(rates) > 1 else 0.0
+        merged["results"]["samples_per_s"].update(median=med, q1=q1, q3=q3, min=min(rates), max=max(rates), mean=mean,
+                                                  stdev=sd, cv=sd / mean if mean else 0.0, n=len(rates))
+        merged["measure"]["repeats"] = len(rates)
         name = os.path.basename(key)[len(side) + 1:]
         json.dump(merged, open(f"{out}/{folder}/{name}.json", "w"), indent=2)
 PY
