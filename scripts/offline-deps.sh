@@ -15,7 +15,7 @@ prebuilt=1
 command -v apt-get >/dev/null || { echo "offline-deps.sh: needs apt-get (Debian 12)" >&2; exit 2; }
 
 packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-          nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev)
+          nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev libgloo-dev)
 rm -rf "$dir/debs" "$dir/prefix"
 mkdir -p "$dir/debs" "$dir/prefix"
 (cd "$dir/debs" && apt-get download "${packages[@]}" > /dev/null) ||

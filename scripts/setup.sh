@@ -18,7 +18,8 @@ esac
 
 packages=(g++ cmake ninja-build git python3 python3-venv pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev
-          dataset-fashion-mnist)
+          dataset-fashion-mnist
+          libgloo-dev)  # headers only: ProcessGroupGloo.hpp includes Gloo's, the wheel lacks them
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,8 +23,10 @@ std::string exe() {
   return env ? env : TRAINBENCH_EXE;
 }
 
-cli_result run_cli(const std::string& args) {
-  const std::string cmd = "cd '" + source_dir().string() + "' && '" + exe() + "' " + args + " 2>&1";
+cli_result run_cli(const std::string& args) { return run_shell("\"$TB\" " + args); }
+
+cli_result run_shell(const std::string& script) {
+  const std::string cmd = "cd '" + source_dir().string() + "' && TB='" + exe() + "' && (" + script + ") 2>&1";
   cli_result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace tbtest {
 
@@ -13,12 +14,16 @@ struct cli_result {
 
 // Runs the trainbench executable with these arguments (shell words) from the source tree.
 cli_result run_cli(const std::string& args);
+// Runs a shell script from the source tree; $TB is the executable under test.
+cli_result run_shell(const std::string& script);
 // A fresh, empty folder under the build tree for one test.
 std::filesystem::path scratch(const std::string& name);
 std::filesystem::path source_dir();
 std::string exe();  // the trainbench executable under test
 void write_text(const std::filesystem::path& file, const std::string& text);
 nlohmann::json read_json(const std::filesystem::path& file);
+// What in a report does not match schemas/report.schema.json (empty: it validates).
+std::vector<std::string> schema_errors(const nlohmann::json& report);
 // A small, fast CPU profile (synthetic data, tiny images) that tests adjust with --set.
 std::string tiny_profile(const std::filesystem::path& dir, const std::string& extra = "");
 

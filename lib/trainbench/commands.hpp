@@ -8,7 +8,9 @@ namespace trainbench {
 struct run_request {
   std::string config;
   std::vector<std::string> sets;
-  std::string out;  // overrides report.path
+  std::string out;       // overrides report.path
+  std::string baseline;  // a world-size-1 report: scaling efficiency of a data-parallel run
+  std::string save_weights;  // state dict after the run ({rank} is replaced)
   bool quiet = false;
   bool strict = false;
   bool data_only = false;  // bench-data: loader and transfer, no model

@@ -8,6 +8,7 @@
 
 #include <thread>
 
+#include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
@@ -61,15 +62,22 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
               "device-synthetic data has no loader");
 }
 
-void choose_threads(const profile& p, bool on_cuda, effective_settings& e) {
-  if (p.threads > 0) at::set_num_threads(p.threads);
-  e.intra_op_threads = at::get_num_threads();
+void choose_threads(const profile& p, bool on_cuda, int local_world, effective_settings& e) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (p.threads > 0) {
+    at::set_num_threads(p.threads);
+  } else if (local_world > 1) {
+    // Ranks on one node share its cores; LibTorch's default (all cores each) would oversubscribe.
+    at::set_num_threads(static_cast<int>(std::max(1u, cores / static_cast<unsigned>(local_world))));
+  }
+  e.intra_op_threads = at::get_num_threads();
   // On a GPU run the intra-op pool is mostly idle, so only a CPU run really competes.
-  if (!on_cuda && static_cast<unsigned>(e.intra_op_threads + p.data.workers) > cores) {
+  const unsigned wanted = static_cast<unsigned>((e.intra_op_threads + p.data.workers) * local_world);
+  if (!on_cuda && wanted > cores) {
     e.notes.push_back("threads: " + std::to_string(e.intra_op_threads) + " intra-op + " +
-                      std::to_string(p.data.workers) + " loader workers on " + std::to_string(cores) +
-                      " cores: they compete for the CPU (set 'threads' to share the cores)");
+                      std::to_string(p.data.workers) + " loader workers" +
+                      (local_world > 1 ? " per rank, " + std::to_string(local_world) + " ranks" : std::string()) +
+                      " on " + std::to_string(cores) + " cores: they compete for the CPU (set 'threads' to share the cores)");
   }
 }
 
@@ -99,8 +107,8 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.mean = p.data.normalize.mean;
   lo.std = p.data.normalize.std;
   lo.seed = p.seed;
-  lo.rank = o.rank;
-  lo.world = o.world;
+  lo.rank = o.launch.rank;
+  lo.world = o.launch.world;
   auto loader = std::make_unique<batch_loader>(std::move(data), lo);
   e.loader_workers = loader->workers();
   e.loader_slots = loader->slots();
@@ -153,15 +161,59 @@ batch_search_request search_request(const profile& p, c10::Device device) {
   return r;
 }
 
+// Whether this run joins a process group. A launcher without dist.backend would start W copies
+// that each write the same report; a dist.backend without a launcher has no one to talk to.
+bool data_parallel(const profile& p, const launch_info& l, bool strict, effective_settings& e) {
+  if (p.dist.backend == dist_backend::none) {
+    if (l.world > 1)
+      throw config_error("", "dist.backend",
+                         "'none', but " + l.launcher + " started this process as rank " + std::to_string(l.rank) +
+                             " of " + std::to_string(l.world) + "; set dist.backend: auto (or gloo / nccl)");
+    return false;
+  }
+  if (l.launcher == "none") {
+    const std::string why =
+        "no launcher environment (RANK and WORLD_SIZE from torchrun, or Slurm's SLURM_PROCID and SLURM_NTASKS)";
+    if (strict) throw config_error("", "dist.backend", "has no effect here (" + why + ") and --strict was given");
+    e.notes.push_back("dist.backend: requested but ineffective: " + why + "; ran as one process");
+    return false;
+  }
+  return true;
+}
+
+// The windows, collectives and shards are counted from the profile: every rank must run the same.
+void check_same_profile(process_group& group, const profile& p) {
+  const std::string hash = profile_hash(p);
+  std::vector<double> mine;
+  for (std::size_t i = 0; i + 4 <= hash.size(); i += 4) mine.push_back(std::stoi(hash.substr(i, 4), nullptr, 16));
+  const auto all = group.all_gather(mine);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw config_error("", "dist", "rank " + std::to_string(r) + " runs a different profile than rank 0 (hash " +
+                                         "mismatch): every rank must get the same profile and --set options");
+}
+
+// torchrun and srun start one process per GPU: `auto` and `cuda` mean this node's LOCAL_RANK-th GPU.
+c10::Device device_for_rank(const profile& p, const launch_info& l) {
+  c10::Device device = resolve_device(p.device);
+  if (!device.is_cuda() || p.dist.backend == dist_backend::none || l.launcher == "none") return device;
+  if (p.device != "auto" && p.device != "cuda") return device;
+  if (l.local_rank >= static_cast<int>(torch::cuda::device_count()))
+    throw config_error("", "device",
+                       "local rank " + std::to_string(l.local_rank) + " has no GPU of its own (" +
+                           std::to_string(torch::cuda::device_count()) + " visible)");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(l.local_rank));
+}
+
 }  // namespace
 
 pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
-  const c10::Device device = resolve_device(p.device);
+  const c10::Device device = device_for_rank(p, o.launch);
   const bool on_cuda = device.is_cuda();
   e.device = device.str();
   e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
   note_ineffective(p, on_cuda, o.strict, e);
-  choose_threads(p, on_cuda, e);
+  choose_threads(p, on_cuda, o.launch.local_world, e);
   at::manual_seed(p.seed);
   if (on_cuda) {
     // Legacy setters only: mixing them with the newer precision API makes the getters throw.
@@ -171,8 +223,16 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     e.cudnn_benchmark = p.backend.cudnn_benchmark;
     e.tf32 = p.backend.tf32;
   }
-  if (p.dist.backend != dist_backend::none)
-    throw config_error("", "dist.backend", "data-parallel runs are not implemented yet; use 'none'");
+  pipeline out;
+  if (data_parallel(p, o.launch, o.strict, e))
+    out.group = std::make_unique<process_group>(o.launch, p.dist.backend, device,
+                                                std::chrono::milliseconds(static_cast<long>(p.dist.timeout_s * 1000)));
+  if (out.group) check_same_profile(*out.group, p);
+  if (out.group && on_cuda && p.backend.cuda_graph) {
+    const std::string why = "the gradient all-reduce runs from autograd hooks, which a captured graph does not replay";
+    if (o.strict) throw config_error("", "backend.cuda_graph", "has no effect here (" + why + ") and --strict was given");
+    e.notes.push_back("backend.cuda_graph: requested but ineffective: " + why);
+  }
   std::int64_t batch = p.train.batch_size;
   if (p.train.batch_size_auto) {
     if (!on_cuda)
@@ -182,11 +242,10 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     batch = search_batch_size(search_request(p, device), e.batch_size_search);
   }
 
-  pipeline out;
   out.batch_size = batch;
   e.batch_size = batch;
   const bool host_data = p.data.source != data_source::device_synthetic;
-  const bool graph = on_cuda && p.backend.cuda_graph;
+  const bool graph = on_cuda && p.backend.cuda_graph && !out.group;
   if (host_data) {
     out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, batch, e);
     out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
@@ -206,6 +265,14 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   if (o.with_step) {
     resnet18 model = make_model(p, device, e);
     parameters = parameter_count(*model);
+    if (out.group) {
+      // Every rank starts from rank 0's weights (and batch-norm statistics), as DDP does.
+      std::vector<at::Tensor> state = model->parameters();
+      for (auto& b : model->buffers()) state.push_back(b);
+      out.group->broadcast_from_rank0(state);
+      out.sync = std::make_unique<grad_sync>(model->parameters(), *out.group, p.dist.bucket_mb,
+                                             p.train.grad_accumulation);
+    }
     const step_options so = make_step_options(p, device);
     e.amp = to_string(p.train.amp);
     e.grad_scaler = so.scaler;

@@ -1,6 +1,7 @@
 #pragma once
 // Assembles the stages a profile asks for on the device at hand, and records what really runs.
 #include "trainbench/config/profile.hpp"
+#include "trainbench/dist/launch.hpp"
 #include "trainbench/measure/runner.hpp"
 #include "trainbench/report/run_result.hpp"
 
@@ -9,7 +10,7 @@ namespace trainbench {
 struct build_options {
   bool strict = false;      // requested-but-ineffective switches become errors
   bool with_step = true;    // false: loader and transfer only (bench-data)
-  int rank = 0, world = 1;  // data-parallel shard
+  launch_info launch;       // this process's place in a data-parallel job (launcher "none": alone)
 };
 
 // Resolves device: auto | cpu | cuda | cuda:N. Throws config_error when CUDA is asked for but absent.

@@ -51,14 +51,16 @@ void validate(const json& v, const json& schema, const std::string& path, std::v
       validate(v[i], schema["items"], path + "[" + std::to_string(i) + "]", errors);
 }
 
-std::vector<std::string> check(const json& report) {
+std::vector<std::string> check(const json& report) { return tbtest::schema_errors(report); }
+
+}  // namespace
+
+std::vector<std::string> tbtest::schema_errors(const json& report) {
   const json schema = tbtest::read_json(tbtest::source_dir() / "schemas/report.schema.json");
   std::vector<std::string> errors;
   validate(report, schema, "$", errors);
   return errors;
 }
-
-}  // namespace
 
 TEST_CASE("the validator itself rejects what it should") {
   json bad = {{"schema_version", 2}};

@@ -479,4 +479,10 @@ std::string workload_hash(const profile& p) {
   return hex64(fnv1a64(to_yaml(copy)));
 }
 
+std::string per_rank_workload_hash(const profile& p) {
+  profile copy = p;
+  copy.dist = dist_config{};
+  return workload_hash(copy);
+}
+
 }  // namespace trainbench

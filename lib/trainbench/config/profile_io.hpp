@@ -24,5 +24,7 @@ std::string to_yaml(const profile& p);
 std::string profile_hash(const profile& p);
 // The same, ignoring what does not change the work (name, description, report, measure counts).
 std::string workload_hash(const profile& p);
+// The workload one rank runs: workload_hash without the dist block (the baseline of scaling efficiency).
+std::string per_rank_workload_hash(const profile& p);
 
 }  // namespace trainbench

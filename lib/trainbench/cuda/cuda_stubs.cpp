@@ -1,5 +1,6 @@
 // Built only when LibTorch has no CUDA: every entry point says so.
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/dist/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -18,5 +19,9 @@ std::unique_ptr<train_step> make_graph_step(resnet18, const step_options&, const
 }
 std::int64_t search_batch_size(const batch_search_request&, std::vector<std::pair<std::int64_t, bool>>&) { no_cuda(); }
 cuda_versions cuda_library_versions() { return {}; }
+c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,
+                                                    std::chrono::milliseconds) {
+  no_cuda();
+}
 
 }  // namespace trainbench

@@ -65,6 +65,7 @@ class graph_step final : public train_step {
   at::Tensor last_loss() const override { return static_loss_; }
   at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  const resnet18& model() const override { return model_; }
   std::string describe() const override {
     return "CUDA graph of forward + loss + backward + SGD" + std::string(scaler_ ? " + loss scaling" : "") +
            " (captured after " + std::to_string(warmup_steps) + " eager warm-up steps on a side stream)";

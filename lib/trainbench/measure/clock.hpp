@@ -7,8 +7,9 @@
 
 namespace trainbench {
 
-enum class stage_id { data_wait, h2d, preprocess, forward, backward, optimizer, batch };
-constexpr int stage_count = 7;
+// allreduce: waiting for the gradient all-reduce after backward (data-parallel runs only).
+enum class stage_id { data_wait, h2d, preprocess, forward, backward, allreduce, optimizer, batch };
+constexpr int stage_count = 8;
 const char* stage_name(stage_id s);
 
 struct window_times {

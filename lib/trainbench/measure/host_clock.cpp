@@ -6,7 +6,7 @@ namespace trainbench {
 
 const char* stage_name(stage_id s) {
   static const char* names[stage_count] = {"data_wait", "h2d",       "preprocess", "forward",
-                                           "backward",  "optimizer", "batch"};
+                                           "backward",  "allreduce",  "optimizer", "batch"};
   return names[static_cast<int>(s)];
 }
 

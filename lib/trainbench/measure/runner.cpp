@@ -41,6 +41,7 @@ void runner::measure_window(int repeat) {
   nvtx_range range(batch_ranges_, "measured window", repeat);
   const int n = m_.measured_batches;
   std::int64_t samples = 0;
+  if (p_.group) p_.group->barrier();  // every rank's window starts together
   p_.clock->start_window(n);
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);
@@ -99,13 +100,26 @@ std::int64_t runner::run_batch(int row) {
     }
     nvtx_range bwd(batch_ranges_, "backward", index);
     if (!p_.step->fused()) {
+      if (p_.sync) p_.sync->begin_backward();
       timed(stage_id::backward, row, [&] { p_.step->backward(); });
+      if (p_.sync) {
+        bool synced = false;
+        timed(stage_id::allreduce, row, [&] { synced = p_.sync->finish(); });
+        if (synced && row >= 0) record_sync();
+      }
       timed(stage_id::optimizer, row, [&] { p_.step->optimizer_step(); });
     }
   }
   if (p_.transfer) p_.transfer->step_done();
   if (row >= 0) p_.clock->end(stage_id::batch, row);
   return batch.count;
+}
+
+void runner::record_sync() {
+  const sync_timing& t = p_.sync->last_timing();
+  result_.allreduce_launched_in_backward.push_back(t.launched_in_backward);
+  // Host times mean something only where wait() returns once the data is there (Gloo).
+  if (p_.group->host_blocking()) result_.allreduce_span_s.push_back(t.launch_to_done_s);
 }
 
 void runner::read_loss(std::optional<double>& into) {

@@ -6,6 +6,8 @@
 
 #include "trainbench/config/profile.hpp"
 #include "trainbench/data/loader.hpp"
+#include "trainbench/dist/grad_sync.hpp"
+#include "trainbench/dist/process_group.hpp"
 #include "trainbench/measure/clock.hpp"
 #include "trainbench/measure/probe.hpp"
 #include "trainbench/report/run_result.hpp"
@@ -17,10 +19,12 @@ namespace trainbench {
 
 // Stages bound to a device, ready to run (built by build_pipeline).
 struct pipeline {
+  std::unique_ptr<process_group> group;           // data-parallel runs only; outlives every stage
   std::unique_ptr<batch_loader> loader;           // null for device-synthetic
   std::unique_ptr<transfer_stage> transfer;       // null for device-synthetic
   std::unique_ptr<device_preprocess> preprocess;  // data.preprocess: device
   std::unique_ptr<train_step> step;               // null for bench-data (loader and transfer only)
+  std::unique_ptr<grad_sync> sync;                // data-parallel runs: hooks on the step's parameters
   device_batch fixed;                             // device-synthetic's one batch
   std::unique_ptr<stage_clock> clock;
   std::unique_ptr<device_probe> probe;
@@ -48,6 +52,7 @@ class runner {
   template <class F>
   void timed(stage_id s, int row, F&& work);
   void read_loss(std::optional<double>& into);
+  void record_sync();
 
   pipeline& p_;
   measure_config m_;

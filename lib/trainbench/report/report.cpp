@@ -74,6 +74,36 @@ json effective_json(const effective_settings& e) {
           {"notes", e.notes}};
 }
 
+json dist_json(const dist_result& d, const run_result& r) {
+  json ranks = json::array();
+  for (const auto& rr : d.ranks) {
+    std::vector<double> rates;
+    for (const auto& w : rr.windows) rates.push_back(w.samples_per_s);
+    ranks.push_back({{"rank", rr.rank},
+                     {"samples_per_s", summary_json(rates, "samples/s", true)},
+                     {"allreduce_s_median", opt(rr.allreduce_s_median)}});
+  }
+  json span = nullptr, launched = nullptr;
+  if (!r.allreduce_span_s.empty()) span = summary_json(r.allreduce_span_s, "s", false)["median"];
+  if (!r.allreduce_launched_in_backward.empty())
+    launched = summary_json(r.allreduce_launched_in_backward, "share", false)["median"];
+  return {{"backend", d.backend},
+          {"launcher", d.launcher},
+          {"world_size", d.world},
+          {"rank", d.rank},
+          {"local_world_size", d.local_world},
+          {"global_batch_size", d.global_batch_size},
+          {"bucket_cap_mb", d.bucket_cap_mb},
+          {"bucket_bytes", d.bucket_bytes},
+          {"allreduce_steps", r.allreduce_launched_in_backward.size()},
+          {"allreduce_span_s_median", span},
+          {"buckets_launched_in_backward", launched},
+          {"ranks", ranks},
+          {"baseline_report", opt(d.baseline_report)},
+          {"baseline_samples_per_s", opt(d.baseline_samples_per_s)},
+          {"scaling_efficiency", opt(d.scaling_efficiency)}};
+}
+
 json results_json(const run_result& r) {
   std::vector<double> rates;
   json repeats = json::array();
@@ -106,6 +136,7 @@ json results_json(const run_result& r) {
         {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}}},
       {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
       {"amp", {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}}},
+      {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
   };
 }
 
@@ -143,6 +174,7 @@ nlohmann::ordered_json make_report(const report_input& in) {
         {"path", in.profile_path},
         {"hash", profile_hash(in.prof)},
         {"workload_hash", workload_hash(in.prof)},
+        {"per_rank_workload_hash", per_rank_workload_hash(in.prof)},
         {"resolved", to_yaml(in.prof)}}},
       {"effective", effective_json(in.effective)},
       {"model", {{"arch", in.prof.model.arch}, {"parameters", in.parameters}}},

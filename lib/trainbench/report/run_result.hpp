@@ -27,10 +27,32 @@ struct telemetry_result {
   std::size_t samples = 0;
 };
 
+// One rank's own figures, as gathered by rank 0.
+struct rank_result {
+  int rank = 0;
+  std::vector<window_result> windows;
+  std::optional<double> allreduce_s_median;  // the runner's allreduce stage (exposed wait)
+};
+
+// A data-parallel run, as rank 0 reports it.
+struct dist_result {
+  std::string backend, launcher;
+  int world = 1, rank = 0, local_world = 1;
+  std::int64_t global_batch_size = 0;
+  double bucket_cap_mb = 0;
+  std::vector<std::int64_t> bucket_bytes;
+  std::vector<rank_result> ranks;
+  std::optional<std::string> baseline_report;
+  std::optional<double> baseline_samples_per_s, scaling_efficiency;
+};
+
 struct run_result {
   std::vector<window_result> windows;
   std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
   std::vector<double> overlap_shares;                   // per window, copy stream only
+  std::vector<double> allreduce_span_s;                 // per synchronised step: first launch -> last done (Gloo)
+  std::vector<double> allreduce_launched_in_backward;   // per synchronised step: share of buckets started in backward
+  std::optional<dist_result> dist;                      // data-parallel runs
   std::optional<double> loss_first, loss_last;
   std::optional<double> skipped_steps, loss_scale;
   std::int64_t warmup_batches_done = 0;

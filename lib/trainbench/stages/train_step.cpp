@@ -48,6 +48,7 @@ class eager_step final : public train_step {
   at::Tensor last_loss() const override { return loss_.detach(); }
   at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  const resnet18& model() const override { return model_; }
   std::string describe() const override {
     return std::string("eager") + (options_.optimizer.foreach ? ", foreach SGD" : ", per-parameter SGD");
   }

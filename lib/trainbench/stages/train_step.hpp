@@ -25,6 +25,7 @@ class train_step {
   virtual at::Tensor skipped_steps() const { return {}; }
   virtual at::Tensor loss_scale() const { return {}; }
   virtual std::string describe() const = 0;
+  virtual const resnet18& model() const = 0;
   // A CUDA graph's static inputs, which the transfer stage may write into directly.
   virtual std::pair<at::Tensor, at::Tensor> static_inputs() const { return {}; }
 };

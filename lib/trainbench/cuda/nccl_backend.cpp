@@ -1,0 +1,26 @@
+// ProcessGroupNCCL for data-parallel runs on CUDA. Compiled against the nccl.h of the wheel's
+// own NCCL package (found by CMake), since ProcessGroupNCCL::Options holds an ncclConfig_t by value.
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <cstdlib>
+
+#include "trainbench/dist/c10d_state.hpp"
+
+namespace trainbench {
+
+c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+                                                    c10::Device device, std::chrono::milliseconds timeout) {
+  // A hung collective must end in an exception the run can report, not in the watchdog killing
+  // the process: blocking wait makes wait() throw after the timeout. The user's setting wins.
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+  c10::cuda::set_device(device.index());
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
+  // Tell NCCL which GPU this rank drives before the first collective (it would guess from the rank).
+  group->setBoundDeviceId(device);
+  return group;
+}
+
+}  // namespace trainbench

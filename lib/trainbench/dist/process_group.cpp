@@ -1,0 +1,189 @@
+#include "trainbench/dist/process_group.hpp"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/util/error.hpp"
+
+namespace trainbench {
+
+namespace {
+
+std::string error_text(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string seconds(std::chrono::milliseconds t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(t.count()) / 1000.0);
+  return buf;
+}
+
+std::string joined_key(int rank) { return "trainbench/joined/" + std::to_string(rank); }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(l.master_port);
+  o.isServer = l.rank == 0 && !l.agent_store;
+  o.numWorkers = l.world;
+  o.waitWorkers = false;  // the join check below names who is missing, TCPStore would only count
+  o.timeout = timeout;
+  o.multiTenant = true;
+  c10::intrusive_ptr<c10d::Store> tcp;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
+  } catch (const std::exception& e) {
+    const std::string who = o.isServer ? "could not serve the rendezvous store on port "
+                                       : "could not reach the rendezvous store (served by rank 0) at " +
+                                             l.master_addr + ":";
+    throw run_error("dist", "rank " + std::to_string(l.rank) + " " + who + std::to_string(l.master_port) +
+                                " within " + seconds(timeout) + ": " + error_text(e));
+  }
+  // torchrun's agent store outlives restarts: key this attempt apart, as torch.distributed does.
+  const std::string prefix = l.agent_store ? "/worker/attempt_" + l.restart_count : "trainbench";
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+}
+
+}  // namespace
+
+process_group::process_group(const launch_info& launch, dist_backend backend, c10::Device device,
+                             std::chrono::milliseconds timeout)
+    : launch_(launch), device_(device), timeout_(timeout), state_(std::make_unique<process_group_state>()) {
+  if (backend == dist_backend::automatic) backend = device.is_cuda() ? dist_backend::nccl : dist_backend::gloo;
+  backend_name_ = to_string(backend);
+  state_->store = connect_store(launch_, timeout);
+  rendezvous(timeout);
+  try {
+    state_->backend = backend == dist_backend::nccl
+                          ? make_nccl_backend(state_->store, rank(), world(), device, timeout)
+                          : make_gloo_backend(state_->store, rank(), world(), timeout);
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw run_error("dist", "rank " + std::to_string(rank()) + ": creating the " + backend_name_ +
+                                " process group failed: " + error_text(e));
+  }
+}
+
+process_group::~process_group() = default;
+
+// Each rank announces itself, then waits for all the others; on timeout it can say who is missing.
+void process_group::rendezvous(std::chrono::milliseconds timeout) {
+  auto& store = *state_->store;
+  std::vector<std::string> keys;
+  for (int r = 0; r < world(); ++r) keys.push_back(joined_key(r));
+  try {
+    store.set(joined_key(rank()), std::vector<std::uint8_t>{1});
+    store.wait(keys, timeout);
+    return;
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < world(); ++r)
+        if (!store.check({joined_key(r)})) missing.push_back(r);
+    } catch (const std::exception&) {
+      throw run_error("dist", "rank " + std::to_string(rank()) + " lost the rendezvous store at " +
+                                  launch_.master_addr + ":" + std::to_string(launch_.master_port) + ": " +
+                                  error_text(e));
+    }
+    throw run_error("dist", "rank(s) " + rank_list(missing) + " of " + std::to_string(world()) +
+                                " did not arrive at the rendezvous (" + launch_.master_addr + ":" +
+                                std::to_string(launch_.master_port) + ") within dist.timeout_s = " +
+                                seconds(timeout));
+  }
+}
+
+void process_group::broadcast_from_rank0(std::vector<at::Tensor>& tensors) {
+  c10d::BroadcastOptions o;
+  o.rootRank = 0;
+  // One collective per tensor keeps Gloo's and NCCL's requirements (same shape, one device) simple.
+  for (auto& t : tensors) {
+    std::vector<at::Tensor> one{t};
+    try {
+      state_->backend->broadcast(one, o)->wait();
+    } catch (const std::exception&) {
+      fail("broadcasting the initial parameters from rank 0");
+    }
+  }
+}
+
+void process_group::barrier() {
+  c10d::BarrierOptions o;
+  if (device_.is_cuda()) o.device = device_;
+  try {
+    state_->backend->barrier(o)->wait();
+  } catch (const std::exception&) {
+    fail("the barrier that aligns the measured windows");
+  }
+}
+
+std::vector<std::vector<double>> process_group::all_gather(const std::vector<double>& mine) {
+  const auto n = static_cast<std::int64_t>(mine.size());
+  auto opts = at::TensorOptions().dtype(at::kDouble).device(device_);
+  at::Tensor input = at::tensor(mine, at::TensorOptions().dtype(at::kDouble)).to(device_);
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world(); ++r) outputs[0].push_back(at::empty({n}, opts));
+  std::vector<at::Tensor> inputs{input};
+  try {
+    state_->backend->allgather(outputs, inputs)->wait();
+  } catch (const std::exception&) {
+    fail("gathering every rank's measurements");
+  }
+  std::vector<std::vector<double>> out;
+  for (auto& t : outputs[0]) {
+    at::Tensor host = t.cpu().contiguous();
+    out.emplace_back(host.data_ptr<double>(), host.data_ptr<double>() + n);
+  }
+  return out;
+}
+
+void process_group::fail(const std::string& what) {
+  std::string reason;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    reason = error_text(e);
+  }
+  throw run_error("dist", "rank " + std::to_string(rank()) + " of " + std::to_string(world()) + ": " + what +
+                              " failed: " + reason + silent_ranks());
+}
+
+// A collective fails on every surviving rank, so each posts a key in the store and looks for the
+// others' keys: ranks whose key never appears stopped (or hang). Without the store, rank 0 is gone.
+std::string process_group::silent_ranks() {
+  if (world() < 2) return "";
+  auto& store = *state_->store;
+  const auto window = std::min(timeout_, std::chrono::milliseconds(5000));
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  std::vector<int> silent;
+  try {
+    store.set("trainbench/failed/" + std::to_string(rank()), std::vector<std::uint8_t>{1});
+    for (int r = 0; r < world(); ++r) {
+      if (r == rank()) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      try {
+        store.wait({"trainbench/failed/" + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
+      } catch (const c10::DistStoreError&) {
+        silent.push_back(r);
+      }
+    }
+  } catch (const std::exception&) {
+    return "; the rendezvous store that rank 0 serves is unreachable too, so rank 0 stopped";
+  }
+  if (silent.empty()) return "";
+  return "; rank(s) " + rank_list(silent) + " did not report the failure within " + seconds(window) +
+         ": they stopped (or hang)";
+}
+
+}  // namespace trainbench

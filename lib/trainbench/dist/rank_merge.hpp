@@ -1,0 +1,20 @@
+#pragma once
+// Turning every rank's own measurements into the job's (no torch: plain numbers).
+#include <string>
+#include <vector>
+
+#include "trainbench/report/run_result.hpp"
+
+namespace trainbench {
+
+// One rank's figures as a flat list of numbers, the same length on every rank of a profile.
+std::vector<double> pack_rank(const run_result& r, int repeats);
+
+// Rank 0's result becomes the job's: each window's samples summed over ranks, divided by the
+// slowest rank's elapsed time (windows start together, after a barrier). Per-rank figures are kept.
+void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& packed, int repeats);
+
+// samples/s median of a world-size-1 report of the same per-rank workload; throws input_error.
+double baseline_rate(const std::string& report_path, const std::string& per_rank_workload_hash);
+
+}  // namespace trainbench

@@ -1,0 +1,237 @@
+// Data-parallel runs over Gloo on loopback: ranks are real processes started by the test (and
+// once by the real torchrun of the project's PyTorch).
+#include <ATen/ATen.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "helpers.hpp"
+#include "trainbench/config/profile_io.hpp"
+#include "trainbench/pipeline.hpp"
+#include "trainbench/stages/weights.hpp"
+
+using namespace trainbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A port the kernel just handed out, so parallel test runs do not collide.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string rank_env(int rank, int world, int port) {
+  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) + " LOCAL_RANK=" +
+         std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+}
+
+std::string python() {
+  const char* env = std::getenv("TRAINBENCH_PYTHON");
+  return env ? env : TRAINBENCH_TEST_PYTHON;
+}
+
+constexpr const char* dist_extra = "dist: {backend: gloo, timeout_s: 20}\n";
+const std::string five_steps =
+    " --set measure.warmup_batches=0 --set measure.measured_batches=5 --set measure.repeats=1"
+    " --set train.optimizer.lr=0.05";
+
+std::vector<at::Tensor> parameters_of(const fs::path& weights) {
+  resnet18 model(10);
+  load_weights(*model, weights);
+  return model->parameters();
+}
+
+// One process, one global batch of 2 x 4 per step, split the way the ranks split it (rank r
+// reads positions r, r + 2, ...). Batch norm normalises per rank in data-parallel training (as
+// DDP without SyncBatchNorm does), so the reference runs each rank's half as a micro-batch and
+// accumulates: the same gradient as the all-reduced average.
+std::vector<at::Tensor> reference_after_five_steps(const std::string& config) {
+  profile p = load_profile(config, {"train.batch_size=8", "train.grad_accumulation=2", "dist.backend=none",
+                                    "train.optimizer.lr=0.05"})
+                  .value;
+  effective_settings e;
+  std::int64_t parameters = 0;
+  pipeline pipe = build_pipeline(p, build_options{}, e, parameters);
+  for (int step = 0; step < 5; ++step) {
+    pipe.transfer->submit(pipe.loader->next(), *pipe.loader);
+    device_batch global = pipe.transfer->take();
+    for (int r = 0; r < 2; ++r) {
+      at::Tensor rows = at::arange(r, 8, 2);
+      device_batch half{global.images.index_select(0, rows), global.labels.index_select(0, rows), 0, 4};
+      pipe.step->forward(half);
+      pipe.step->backward();
+      pipe.step->optimizer_step();
+    }
+    pipe.transfer->step_done();
+  }
+  return pipe.step->model()->parameters();
+}
+
+double max_relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max(1e-3, a[i].abs().max().item<double>());
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+bool identical(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!at::equal(a[i], b[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("two ranks over Gloo hold identical parameters, equal to one process on the global batch") {
+  const auto dir = tbtest::scratch("dist-two-ranks");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const int port = free_port();
+  const std::string args = " --config " + config + five_steps + " --out " + (dir / "r{rank}.json").string() +
+                           " --save-weights " + (dir / "w{rank}.pt").string();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > " + (dir / "rank1.log").string() +
+                                   " 2>&1 & " + rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+
+  const auto w0 = parameters_of(dir / "w0.pt"), w1 = parameters_of(dir / "w1.pt");
+  CHECK(identical(w0, w1));
+  const auto reference = reference_after_five_steps(config);
+  const auto initial = [&] {
+    at::manual_seed(1);
+    return resnet18(10)->parameters();
+  }();
+  CHECK(max_relative_difference(reference, initial) > 1e-3);  // training moved the weights
+  CHECK(max_relative_difference(w0, reference) < 1e-4);
+
+  const auto report = tbtest::read_json(dir / "r0.json");
+  const auto& d = report["results"]["distributed"];
+  CHECK(report["status"] == "ok");
+  CHECK(d["world_size"] == 2);
+  CHECK(d["backend"] == "gloo");
+  CHECK(d["global_batch_size"] == 8);
+  CHECK(d["ranks"].size() == 2);
+  CHECK(report["results"]["repeats"][0]["samples"] == 40);  // 5 steps x 4 samples x 2 ranks
+  CHECK(report["results"]["stages_s"].contains("allreduce"));
+  CHECK(fs::exists(dir / "r1.json"));
+  CHECK(tbtest::schema_errors(report).empty());
+}
+
+TEST_CASE("gradient accumulation all-reduces only on the step that applies it") {
+  const auto dir = tbtest::scratch("dist-accumulate");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const int port = free_port();
+  const std::string args = " --config " + config + five_steps + " --set train.grad_accumulation=2 --out " +
+                           (dir / "r{rank}.json").string();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
+                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  const auto report = tbtest::read_json(dir / "r0.json");
+  // 5 micro-batches with k = 2: the all-reduce ran after the 2nd and the 4th only.
+  CHECK(report["results"]["distributed"]["allreduce_steps"] == 2);
+  CHECK(report["results"]["distributed"]["allreduce_span_s_median"].is_number());
+}
+
+TEST_CASE("a rank that never arrives fails the others within the timeout, naming it") {
+  const auto dir = tbtest::scratch("dist-missing");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 2}\n");
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = tbtest::run_shell(rank_env(0, 2, free_port()) + "\"$TB\" --config " + config);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(seconds < 30);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["status"] == "error");
+  CHECK(report["error"]["kind"] == "dist");
+  CHECK_THAT(report["error"]["message"].get<std::string>(), Catch::Contains("rank(s) 1 of 2 did not arrive"));
+}
+
+TEST_CASE("a killed rank makes the other fail cleanly and name it") {
+  const auto dir = tbtest::scratch("dist-killed");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 3}\n");
+  const int port = free_port();
+  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
+  const std::string log0 = (dir / "rank0.log").string();
+  // Rank 1 is killed once rank 0 has finished warming up, in the middle of the measured batches.
+  const auto r = tbtest::run_shell(
+      rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " + rank_env(0, 2, port) + "\"$TB\"" +
+      args + " > " + log0 + " 2>&1 & p0=$!; " + "i=0; until grep -q 'warmup:' " + log0 +
+      " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -9 $p1; start=$(date +%s); wait $p0; " +
+      "echo rc0=$? seconds=$(( $(date +%s) - start ))");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=1"));
+  const int seconds = std::stoi(r.output.substr(r.output.find("seconds=") + 8));
+  CHECK(seconds < 30);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["status"] == "error");
+  CHECK(report["error"]["kind"] == "dist");
+  CHECK_THAT(report["error"]["message"].get<std::string>(), Catch::Contains("rank(s) 1 did not report"));
+  CHECK(tbtest::schema_errors(report).empty());
+}
+
+TEST_CASE("a launcher without dist.backend is refused, and dist.backend without a launcher runs alone") {
+  const auto dir = tbtest::scratch("dist-mismatch");
+  const std::string config = tbtest::tiny_profile(dir);
+  const auto refused = tbtest::run_shell(rank_env(1, 2, 29400) + "\"$TB\" --config " + config);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("dist.backend") && Catch::Contains("rank 1 of 2"));
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+
+  const auto alone = tbtest::run_cli("--config " + config + " --set dist.backend=gloo -q");
+  REQUIRE(alone.code == 0);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["results"]["distributed"].is_null());
+  CHECK_THAT(report["effective"]["notes"].dump(), Catch::Contains("dist.backend: requested but ineffective"));
+  CHECK(tbtest::run_cli("--config " + config + " --set dist.backend=gloo --strict -q").code == 2);
+}
+
+TEST_CASE("torchrun starts two ranks, with scaling efficiency against a one-process baseline") {
+  const auto dir = tbtest::scratch("dist-torchrun");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const std::string base = (dir / "base.json").string();
+  REQUIRE(tbtest::run_cli("--config " + config + " --set dist.backend=none -q --out " + base).code == 0);
+  const auto mismatch = tbtest::run_cli("--config " + config + " --set train.batch_size=2 -q --baseline " + base);
+  CHECK(mismatch.code == 2);
+  CHECK_THAT(mismatch.output, Catch::Contains("different workload"));
+
+  const auto r = tbtest::run_shell("'" + python() + "' -m torch.distributed.run --nproc-per-node 2 --master-port " +
+                                   std::to_string(free_port()) + " --no-python \"$TB\" --config " + config +
+                                   " -q --baseline " + base + " --save-weights " + (dir / "w{rank}.pt").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  const auto& d = report["results"]["distributed"];
+  CHECK(d["launcher"] == "torchrun");
+  CHECK(d["world_size"] == 2);
+  CHECK(d["scaling_efficiency"].get<double>() > 0);
+  CHECK(d["baseline_report"] == base);
+  CHECK(identical(parameters_of(dir / "w0.pt"), parameters_of(dir / "w1.pt")));
+}
+
+TEST_CASE("ranks given different profiles refuse to run") {
+  const auto dir = tbtest::scratch("dist-different");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const int port = free_port();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\" --config " + config +
+                                   " --set train.optimizer.lr=0.5 > /dev/null 2>&1 & " + rank_env(0, 2, port) +
+                                   "\"$TB\" --config " + config + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc0=2") && Catch::Contains("rc1=2"));
+  CHECK_THAT(r.output, Catch::Contains("rank 1 runs a different profile"));
+}
