@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # trainbench against the equivalent PyTorch loop, interleaved in one run, then `trainbench compare`.
-#   usage: scripts/bench-vs-pytorch.sh [--rounds N] [--out DIR] [--set key=value ...] CONFIG...
+#   usage: scripts/bench-vs-pytorch.sh [--rounds N] [--out DIR] [--nproc N] [--set key=value ...] CONFIG...
 # Each round runs every profile once on each side (trainbench, then Python), so machine noise
 # hits both alike; the windows of all rounds are pooled per side before comparing.
+# --nproc N starts both sides with torchrun (N ranks on this machine; set dist.backend): trainbench's
+# bucketed all-reduce against DistributedDataParallel, each reporting the job's samples/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -10,12 +12,14 @@ rounds=3
 out=reports/vs-pytorch
 sets=()
 configs=()
+nproc=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    --nproc) nproc=$2; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) configs+=("$1"); shift ;;
   esac
 done
@@ -23,12 +27,19 @@ done
 [ -x build/trainbench ] || { echo "bench-vs-pytorch.sh: build first (scripts/setup.sh)" >&2; exit 2; }
 [ -x "$TRAINBENCH_PYTHON" ] || { echo "bench-vs-pytorch.sh: no Python environment at $TRAINBENCH_VENV (scripts/setup.sh)" >&2; exit 2; }
 rm -rf "$out"; mkdir -p "$out/rounds" "$out/trainbench" "$out/pytorch"
+tb=(./build/trainbench run)
+py=("$TRAINBENCH_PYTHON" scripts/reference/pytorch_run.py)
+if [ "$nproc" -gt 0 ]; then
+  launch=("$TRAINBENCH_PYTHON" -m torch.distributed.run --nproc-per-node "$nproc" --master-port 29533)
+  tb=("${launch[@]}" --no-python ./build/trainbench run)
+  py=("${launch[@]}" scripts/reference/pytorch_run.py)
+fi
 for r in $(seq 1 "$rounds"); do
   for c in "${configs[@]}"; do
     n=$(basename "$c" .yaml)
     echo "== round $r/$rounds: $n"
-    ./build/trainbench run --quiet --config "$c" "${sets[@]}" --out "$out/rounds/tb-$n-$r.json" > /dev/null
-    "$TRAINBENCH_PYTHON" scripts/reference/pytorch_run.py --config "$c" "${sets[@]}" --out "$out/rounds/py-$n-$r.json" > /dev/null
+    "${tb[@]}" --quiet --config "$c" "${sets[@]}" --out "$out/rounds/tb-$n-$r.json" > /dev/null
+    "${py[@]}" --config "$c" "${sets[@]}" --out "$out/rounds/py-$n-$r.json" > /dev/null
   done
 done
 # Pool the rounds: one report per side and profile, with every window.

@@ -85,6 +85,13 @@ sets=()
 $TB ladder configs/ladder --out "$out/ladder" --quiet "${sets[@]}"
 $TB ladder configs/ladder-plus --out "$out/ladder-plus" --quiet "${sets[@]}"
 
+phase "data-parallel"
+# One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.
+base=$(ls "$out"/ladder/*04-amp*.json 2>/dev/null | head -1)
+$PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
+  --config configs/ladder/04-amp.yaml --set dist.backend=nccl "${sets[@]}" --out "$out/dist-nccl-1.json" \
+  ${base:+--baseline "$base"} || echo "data-parallel NCCL run failed"
+
 phase "pytorch reference"
 mkdir -p "$out/pytorch"
 rungs=(configs/ladder/*.yaml)

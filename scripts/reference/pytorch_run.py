@@ -9,8 +9,15 @@ writes a report in trainbench's schema (tool name "pytorch-reference") so that
 `trainbench compare` can put the two side by side.
 
     scripts/reference/pytorch_run.py --config F [--set key=value ...] [--out R.json] [--data-only]
+
+Started by torchrun with a profile whose dist.backend is set, it trains with
+DistributedDataParallel (bucket_cap_mb = dist.bucket_mb, broadcast_buffers=False as trainbench
+does), a DistributedSampler, no_sync() on accumulating micro-batches, a barrier before each
+window, and rank 0 reports the job's windows (samples summed, the slowest rank's time).
 """
 import argparse
+import contextlib
+import datetime
 import gzip
 import hashlib
 import json
@@ -27,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torchvision
 import yaml
 from PIL import Image
@@ -141,10 +149,39 @@ def make_dataset(p):
     return None
 
 
-def infinite(loader):
+def infinite(loader, sampler=None):
+    epoch = 0
     while True:
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         for batch in loader:
             yield batch
+        epoch += 1
+
+
+def join_job(p):
+    """DDP when a launcher started this process and the profile asks for it (trainbench's rule)."""
+    if "RANK" not in os.environ or p["dist"]["backend"] == "none":
+        return None
+    backend = p["dist"]["backend"]
+    if backend == "auto":
+        backend = "nccl" if p["device"] != "cpu" and torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=p["dist"]["timeout_s"]))
+    return {"backend": backend, "rank": dist.get_rank(), "world": dist.get_world_size(),
+            "local": int(os.environ.get("LOCAL_RANK", "0")), "local_world": int(os.environ.get("LOCAL_WORLD_SIZE", "1"))}
+
+
+def job_windows(job, windows):
+    """Every rank's windows; the job's: samples summed over ranks, the slowest rank's time."""
+    per_rank = [None] * job["world"]
+    dist.all_gather_object(per_rank, windows)
+    n = min(len(w) for w in per_rank)
+    merged = []
+    for i in range(n):
+        samples = sum(w[i]["samples"] for w in per_rank)
+        elapsed = max(w[i]["elapsed_s"] for w in per_rank)
+        merged.append({"samples": samples, "elapsed_s": elapsed, "samples_per_s": samples / elapsed})
+    return merged, per_rank
 
 
 class StreamPrefetcher:
@@ -181,9 +218,12 @@ def main():
     args = ap.parse_args()
 
     p, resolved = resolve(args)
+    job = join_job(p)
     torch.manual_seed(p["seed"])
     want = p["device"]
     device = torch.device("cuda" if want == "auto" and torch.cuda.is_available() else ("cpu" if want == "auto" else want))
+    if job and device.type == "cuda" and want in ("auto", "cuda"):
+        device = torch.device("cuda", job["local"])
     on_cuda = device.type == "cuda"
     if p["threads"] > 0:
         torch.set_num_threads(p["threads"])
@@ -203,7 +243,12 @@ def main():
                   pin_memory=d["pin_memory"] and on_cuda)
         if d["workers"] > 0:
             kw.update(prefetch_factor=d["prefetch_factor"], persistent_workers=True)
-        it = infinite(torch.utils.data.DataLoader(ds, **kw))
+        sampler = None
+        if job:
+            sampler = torch.utils.data.DistributedSampler(ds, num_replicas=job["world"], rank=job["rank"],
+                                                          shuffle=d["shuffle"], seed=p["seed"], drop_last=d["drop_last"])
+            kw.update(shuffle=False, sampler=sampler)
+        it = infinite(torch.utils.data.DataLoader(ds, **kw), sampler)
     nb = tr["non_blocking"] and on_cuda
     fetch = None
     if it is not None and on_cuda and tr["copy_stream"]:
@@ -231,14 +276,22 @@ def main():
         scaler_on = t["grad_scaler"] == "on" or (t["grad_scaler"] == "auto" and amp == "fp16")
         scaler = torch.amp.GradScaler(device.type, enabled=scaler_on)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.bfloat16)  # unused when amp is off
-        net = torch.compile(model) if be["cuda_graph"] else model
+        if job:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if on_cuda else None, bucket_cap_mb=p["dist"]["bucket_mb"],
+                broadcast_buffers=False)
+            if be["cuda_graph"]:
+                notes.append("backend.cuda_graph: not combined with DDP here, as in trainbench")
+        net = torch.compile(model) if be["cuda_graph"] and not job else model
         k = t["grad_accumulation"]
         state = {"n": 0, "loss": None}
 
         def step(x, y):
-            with torch.autocast(device.type, dtype=dtype, enabled=amp != "off"):
-                loss = torch.nn.functional.cross_entropy(net(x.contiguous(memory_format=fmt)), y)
-            scaler.scale(loss / k).backward()
+            accumulating = job is not None and (state["n"] + 1) % k != 0
+            with net.no_sync() if accumulating else contextlib.nullcontext():
+                with torch.autocast(device.type, dtype=dtype, enabled=amp != "off"):
+                    loss = torch.nn.functional.cross_entropy(net(x.contiguous(memory_format=fmt)), y)
+                scaler.scale(loss / k).backward()
             state["n"] += 1
             if state["n"] % k == 0:
                 scaler.step(opt)
@@ -271,6 +324,8 @@ def main():
                 loss_first = state["loss"].item()
         for r in range(m["repeats"]):
             sync()
+            if job:
+                dist.barrier()
             start = time.perf_counter()
             for _ in range(m["measured_batches"]):
                 one(True)
@@ -280,6 +335,9 @@ def main():
             windows.append({"samples": n, "elapsed_s": el, "samples_per_s": n / el})
     except KeyboardInterrupt:
         status, error = "interrupted", {"kind": "interrupted", "message": "interrupted by signal"}
+    per_rank = None
+    if job:
+        windows, per_rank = job_windows(job, windows)
     rates = [w["samples_per_s"] for w in windows]
 
     def summ(v, full):
@@ -292,6 +350,16 @@ def main():
             s.update(min=min(v), max=max(v), stdev=sd, cv=sd / s["mean"] if s["mean"] else 0.0, n=len(v), unit="samples/s")
         return s
 
+    distributed = None
+    if job:
+        distributed = {
+            "backend": job["backend"], "launcher": "torchrun", "world_size": job["world"], "rank": job["rank"],
+            "local_world_size": job["local_world"], "global_batch_size": batch * job["world"],
+            "bucket_cap_mb": p["dist"]["bucket_mb"], "bucket_bytes": [], "allreduce_steps": 0,
+            "allreduce_span_s_median": None, "buckets_launched_in_backward": None,
+            "ranks": [{"rank": r, "samples_per_s": summ([w["samples_per_s"] for w in ws], True), "allreduce_s_median": None}
+                      for r, ws in enumerate(per_rank)],
+            "baseline_report": None, "baseline_samples_per_s": None, "scaling_efficiency": None}
     gpu = None
     if on_cuda:
         pr = torch.cuda.get_device_properties(device)
@@ -335,9 +403,16 @@ def main():
                           "sm_clock_mhz_mean": None, "power_w_mean": None, "throttle_reasons_seen": None},
             "loss": {"first": loss_first, "last": state["loss"].item() if step and state["loss"] is not None else None},
             "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale() if step and scaler_on else None},
+            "distributed": distributed,
         },
     }
-    out = Path(args.out or f"reports/pytorch/{p['name']}.json")
+    out_text = args.out or f"reports/pytorch/{p['name']}.json"
+    if job:
+        dist.destroy_process_group()
+        if job["rank"] != 0 and "{rank}" not in out_text:
+            return 0 if status == "ok" else 130
+        out_text = out_text.replace("{rank}", str(job["rank"]))
+    out = Path(out_text)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")

@@ -235,3 +235,22 @@ TEST_CASE("ranks given different profiles refuse to run") {
   CHECK_THAT(r.output, Catch::Contains("rc0=2") && Catch::Contains("rc1=2"));
   CHECK_THAT(r.output, Catch::Contains("rank 1 runs a different profile"));
 }
+
+TEST_CASE("a ladder under two ranks: one group per rung, rank 0 writes the table") {
+  const auto dir = tbtest::scratch("dist-ladder");
+  const std::string first = tbtest::tiny_profile(dir / "rungs", dist_extra);
+  fs::rename(first, dir / "rungs/1-tiny.yaml");
+  tbtest::write_text(dir / "rungs/2-batch.yaml", "extends: 1-tiny.yaml\nname: tiny-batch\ntrain: {batch_size: 8}\n");
+  const int port = free_port();
+  const std::string args = " ladder " + (dir / "rungs").string() + " --quiet --out " + (dir / "out").string() +
+                           " --set measure.repeats=1";
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
+                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  CHECK(fs::exists(dir / "out/ladder.md"));
+  for (const char* rung : {"1-tiny", "2-batch"}) {
+    const auto report = tbtest::read_json(dir / "out" / (std::string(rung) + ".json"));
+    CHECK(report["results"]["distributed"]["world_size"] == 2);
+  }
+}

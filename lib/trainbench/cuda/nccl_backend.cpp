@@ -11,9 +11,11 @@ namespace trainbench {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
                                                     c10::Device device, std::chrono::milliseconds timeout) {
-  // A hung collective must end in an exception the run can report, not in the watchdog killing
-  // the process: blocking wait makes wait() throw after the timeout. The user's setting wins.
-  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+  // A hung collective must end in an exception the run can report, not in the watchdog ending
+  // the process: "clean up only" aborts the communicator and lets the next collective throw.
+  // (Blocking wait would do it too, but it makes every all-reduce a host sync, which changes
+  // what is measured.) The user's own setting wins.
+  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
   c10::cuda::set_device(device.index());
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;

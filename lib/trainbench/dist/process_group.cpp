@@ -32,7 +32,7 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Store> open_tcp_store(const launch_info& l, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(l.master_port);
   o.isServer = l.rank == 0 && !l.agent_store;
@@ -40,9 +40,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono:
   o.waitWorkers = false;  // the join check below names who is missing, TCPStore would only count
   o.timeout = timeout;
   o.multiTenant = true;
-  c10::intrusive_ptr<c10d::Store> tcp;
   try {
-    tcp = c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
+    return c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
   } catch (const std::exception& e) {
     const std::string who = o.isServer ? "could not serve the rendezvous store on port "
                                        : "could not reach the rendezvous store (served by rank 0) at " +
@@ -50,9 +49,21 @@ c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono:
     throw run_error("dist", "rank " + std::to_string(l.rank) + " " + who + std::to_string(l.master_port) +
                                 " within " + seconds(timeout) + ": " + error_text(e));
   }
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout) {
+  // One store per process, as torch.distributed keeps one: rank 0 serves it until it exits, so
+  // a rank that starts its next run (a ladder's next rung) early never meets a server going away.
+  // Deliberately never destroyed.
+  static auto* tcp = new c10::intrusive_ptr<c10d::Store>();
+  if (!*tcp) *tcp = open_tcp_store(l, timeout);
   // torchrun's agent store outlives restarts: key this attempt apart, as torch.distributed does.
-  const std::string prefix = l.agent_store ? "/worker/attempt_" + l.restart_count : "trainbench";
-  return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+  // Each group of this process (one per run) gets its own keys; every rank makes its groups in
+  // the same order, so the numbers agree.
+  static int groups_made = 0;
+  const std::string prefix = (l.agent_store ? "/worker/attempt_" + l.restart_count : std::string("trainbench")) +
+                             "/group_" + std::to_string(groups_made++);
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, *tcp);
 }
 
 }  // namespace

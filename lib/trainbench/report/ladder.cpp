@@ -1,10 +1,13 @@
 #include "trainbench/report/ladder.hpp"
 
+#include "trainbench/dist/launch.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "trainbench/commands.hpp"
+#include "trainbench/dist/launch.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -124,6 +127,9 @@ std::string ladder_svg(const std::vector<ladder_rung>& rungs, const std::string&
 
 int ladder_command(const ladder_request& req) {
   const auto profiles = ladder_profiles(req.inputs);
+  // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
+  const bool writer = read_launch(process_environment()).rank == 0;
+  int other_rank_code = exit_code::ok;
   std::vector<ladder_rung> rungs;
   for (const auto& file : profiles) {
     ladder_rung rung;
@@ -139,11 +145,16 @@ int ladder_command(const ladder_request& req) {
     try {
       const int code = run_command(run);
       if (code == exit_code::interrupted) throw interrupted_error();
+      if (!writer) other_rank_code = std::max(other_rank_code, code);
     } catch (const interrupted_error&) {
       throw;
     } catch (const std::exception& e) {
       // A rung that cannot start (bad profile, out of memory) is shown as failed; the ladder goes on.
       rung.failure = e.what();
+    }
+    if (!writer) {
+      if (!rung.failure.empty()) other_rank_code = exit_code::failed;
+      continue;
     }
     if (rung.failure.empty()) {
       const auto j = read_reports(report).front();
@@ -155,6 +166,7 @@ int ladder_command(const ladder_request& req) {
     }
     rungs.push_back(rung);
   }
+  if (!writer) return other_rank_code;
   const std::string md = ladder_markdown(rungs);
   write_file_atomic(fs::path(req.out) / "ladder.md", md);
   write_file_atomic(fs::path(req.out) / "ladder.svg", ladder_svg(rungs, "trainbench ladder: samples/s per rung"));
