@@ -15,8 +15,8 @@
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/pipeline.hpp"
-#include "trainbench/stages/weights.hpp"
 #include "trainbench/report/report.hpp"
+#include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
 #include "trainbench/util/interrupt.hpp"
@@ -246,8 +246,12 @@ int run_command(const run_request& req) {
     in.result = run.result();
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
       const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
-      save_weights(*pipe->step->model(), file);
-      log_info("weights written to " + file);
+      try {
+        save_weights(*pipe->step->model(), file);
+        log_info("weights written to " + file);
+      } catch (...) {
+        code = record_failure(in);  // the measurements stand; the report says what failed
+      }
     }
     if (pipe->group) {
       in.result.dist.emplace();
