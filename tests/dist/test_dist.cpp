@@ -199,6 +199,11 @@ TEST_CASE("a launcher without dist.backend is refused, and dist.backend without 
   CHECK(report["results"]["distributed"].is_null());
   CHECK_THAT(report["effective"]["notes"].dump(), Catch::Contains("dist.backend: requested but ineffective"));
   CHECK(tbtest::run_cli("--config " + config + " --set dist.backend=gloo --strict -q").code == 2);
+
+  const auto nccl_on_cpu = tbtest::run_shell(rank_env(0, 1, free_port()) + "\"$TB\" --config " + config +
+                                             " --set dist.backend=nccl");
+  CHECK(nccl_on_cpu.code == 2);
+  CHECK_THAT(nccl_on_cpu.output, Catch::Contains("'nccl' needs a CUDA device"));
 }
 
 TEST_CASE("torchrun starts two ranks, with scaling efficiency against a one-process baseline") {

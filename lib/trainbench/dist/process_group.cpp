@@ -72,6 +72,9 @@ process_group::process_group(const launch_info& launch, dist_backend backend, c1
                              std::chrono::milliseconds timeout)
     : launch_(launch), device_(device), timeout_(timeout), state_(std::make_unique<process_group_state>()) {
   if (backend == dist_backend::automatic) backend = device.is_cuda() ? dist_backend::nccl : dist_backend::gloo;
+  if (backend == dist_backend::nccl && !device.is_cuda())
+    throw config_error("", "dist.backend", "'nccl' needs a CUDA device, and this run's device is " + device.str() +
+                                               "; use gloo (or auto)");
   backend_name_ = to_string(backend);
   state_->store = connect_store(launch_, timeout);
   rendezvous(timeout);
