@@ -88,6 +88,22 @@ std::string human_bytes(std::int64_t b) {
   return buf;
 }
 
+void print_dist(const dist_result& d) {
+  std::printf("  ranks        %d x %s (%s), global batch %lld, %zu gradient buckets\n", d.world, d.backend.c_str(),
+              d.launcher.c_str(), static_cast<long long>(d.global_batch_size), d.bucket_bytes.size());
+  for (const auto& rr : d.ranks) {
+    std::vector<double> rates;
+    for (const auto& w : rr.windows) rates.push_back(w.samples_per_s);
+    if (rates.empty()) continue;
+    std::printf("  rank %-7d median %.1f samples/s", rr.rank, summarize(rates).median);
+    if (rr.allreduce_s_median) std::printf(", all-reduce wait %.3f ms", 1000.0 * *rr.allreduce_s_median);
+    std::printf("\n");
+  }
+  if (d.scaling_efficiency)
+    std::printf("  scaling      %.1f%% of %d x %.1f samples/s (%s)\n", 100.0 * *d.scaling_efficiency, d.world,
+                *d.baseline_samples_per_s, d.baseline_report->c_str());
+}
+
 void print_summary(const report_input& in) {
   const auto& r = in.result;
   std::vector<double> rates;
@@ -110,6 +126,7 @@ void print_summary(const report_input& in) {
   if (r.memory.host_peak_rss_bytes)
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
   std::fflush(stdout);
 }

@@ -259,3 +259,23 @@ TEST_CASE("a ladder under two ranks: one group per rung, rank 0 writes the table
     CHECK(report["results"]["distributed"]["world_size"] == 2);
   }
 }
+
+TEST_CASE("srun's environment: ranks from SLURM_PROCID, the store on the node list's first host") {
+  const auto dir = tbtest::scratch("dist-slurm");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const int port = free_port();
+  auto slurm_env = [&](int rank) {
+    return "SLURM_PROCID=" + std::to_string(rank) + " SLURM_LOCALID=" + std::to_string(rank) +
+           " SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NUM_NODES=1 SLURM_STEP_NODELIST=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port) + " ";
+  };
+  const std::string args = " --config " + config + " --set measure.repeats=1";
+  const auto r = tbtest::run_shell(slurm_env(1) + "\"$TB\"" + args + " > /dev/null 2>&1 & " + slurm_env(0) + "\"$TB\"" +
+                                   args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  CHECK_THAT(r.output, Catch::Contains("2 x gloo (slurm)"));
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["results"]["distributed"]["launcher"] == "slurm");
+  CHECK(report["results"]["distributed"]["local_world_size"] == 2);
+}
