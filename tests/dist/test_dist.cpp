@@ -124,6 +124,9 @@ TEST_CASE("two ranks over Gloo hold identical parameters, equal to one process o
   CHECK(d["world_size"] == 2);
   CHECK(d["backend"] == "gloo");
   CHECK(d["global_batch_size"] == 8);
+  // DDP's buckets for this model at bucket_cap_mb 25, once rebuilt after the first step (torch
+  // 2.11, from DistributedDataParallel._get_ddp_logging_data()["rebuilt_bucket_sizes"]).
+  CHECK(d["bucket_bytes"] == nlohmann::json::array({28872744, 15853824}));
   CHECK(d["ranks"].size() == 2);
   CHECK(report["results"]["repeats"][0]["samples"] == 40);  // 5 steps x 4 samples x 2 ranks
   CHECK(report["results"]["stages_s"].contains("allreduce"));

@@ -42,12 +42,12 @@ grad_sync::grad_sync(std::vector<at::Tensor> params, process_group& group, doubl
       world_(at::scalar_tensor(group.world(), at::kFloat)),
       bucket_of_(params_.size()) {
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024 * 1024);
-  std::int64_t bytes = 0;
-  // Reverse order: the last layers' gradients are ready first.
+  std::int64_t bytes = cap;
+  // Reverse order: the last layers' gradients are ready first. A bucket closes once it holds
+  // at least `cap` bytes (DDP's rule, so the buckets come out the same as its rebuilt ones).
   for (std::size_t i = params_.size(); i-- > 0;) {
     const at::Tensor& p = params_[i];
-    const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());
-    if (buckets_.empty() || (bytes + size > cap && bytes > 0)) {
+    if (bytes >= cap) {
       buckets_.push_back(std::make_unique<grad_bucket>());
       bytes = 0;
     }
@@ -55,7 +55,7 @@ grad_sync::grad_sync(std::vector<at::Tensor> params, process_group& group, doubl
     b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
     b.params.push_back(i);
     bucket_of_[i] = buckets_.size() - 1;
-    bytes += size;
+    bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
   }
   for (auto& b : buckets_) {
     const at::Tensor& last = params_[b->params.back()];
