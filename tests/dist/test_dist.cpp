@@ -282,3 +282,20 @@ TEST_CASE("srun's environment: ranks from SLURM_PROCID, the store on the node li
   CHECK(report["results"]["distributed"]["launcher"] == "slurm");
   CHECK(report["results"]["distributed"]["local_world_size"] == 2);
 }
+
+TEST_CASE("fp16 with loss scaling across two ranks: the same steps skipped, identical parameters") {
+  const auto dir = tbtest::scratch("dist-fp16");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const int port = free_port();
+  const std::string args = " --config " + config + five_steps + " --set train.amp=fp16 --out " +
+                           (dir / "r{rank}.json").string() + " --save-weights " + (dir / "w{rank}.pt").string();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
+                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  const auto r0 = tbtest::read_json(dir / "r0.json"), r1 = tbtest::read_json(dir / "r1.json");
+  CHECK(r0["effective"]["grad_scaler"] == true);
+  CHECK(r0["results"]["amp"]["skipped_steps"] == r1["results"]["amp"]["skipped_steps"]);
+  CHECK(r0["results"]["amp"]["loss_scale"] == r1["results"]["amp"]["loss_scale"]);
+  CHECK(identical(parameters_of(dir / "w0.pt"), parameters_of(dir / "w1.pt")));
+}
