@@ -299,3 +299,26 @@ TEST_CASE("fp16 with loss scaling across two ranks: the same steps skipped, iden
   CHECK(r0["results"]["amp"]["loss_scale"] == r1["results"]["amp"]["loss_scale"]);
   CHECK(identical(parameters_of(dir / "w0.pt"), parameters_of(dir / "w1.pt")));
 }
+
+TEST_CASE("a rank that hangs makes the other fail after dist.timeout_s, naming it") {
+  const auto dir = tbtest::scratch("dist-hung");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 3}\n");
+  const int port = free_port();
+  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
+  const std::string log0 = (dir / "rank0.log").string();
+  // Rank 1 is stopped (SIGSTOP), not killed: its connections stay open, so only the timeout can tell.
+  const auto r = tbtest::run_shell(
+      rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " + rank_env(0, 2, port) + "\"$TB\"" +
+      args + " > " + log0 + " 2>&1 & p0=$!; " + "i=0; until grep -q 'warmup:' " + log0 +
+      " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -STOP $p1; start=$(date +%s); wait $p0; " +
+      "echo rc0=$? seconds=$(( $(date +%s) - start )); kill -9 $p1");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=1"));
+  const int seconds = std::stoi(r.output.substr(r.output.find("seconds=") + 8));
+  CHECK(seconds >= 3);
+  CHECK(seconds < 30);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["status"] == "error");
+  CHECK_THAT(report["error"]["message"].get<std::string>(),
+             Catch::Contains("Timed out") && Catch::Contains("rank(s) 1 did not report"));
+}
