@@ -210,3 +210,23 @@ TEST_CASE("every ladder rung runs on the GPU with no ineffective switches", "[gp
     CHECK(j["effective"]["amp"] == to_string(p.train.amp));
   }
 }
+
+// One GPU holds one NCCL rank, so this is the most a single-GPU host can check: the NCCL group is
+// built, parameters broadcast, gradients all-reduced from the hooks, windows gathered.
+TEST_CASE("a data-parallel run with NCCL and one rank on the GPU", "[gpu]") {
+  require_cuda();
+  const auto dir = tbtest::scratch("gpu-nccl");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: nccl, timeout_s: 60}\n");
+  const auto r = tbtest::run_shell(
+      "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29573 \"$TB\" --config " +
+      config + " --set device=cuda --set train.amp=fp16 --strict");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  const auto& d = report["results"]["distributed"];
+  CHECK(d["backend"] == "nccl");
+  CHECK(d["world_size"] == 1);
+  CHECK(d["allreduce_steps"].get<int>() > 0);
+  CHECK(report["effective"]["device"] == "cuda:0");
+  CHECK(report["results"]["stages_s"].contains("allreduce"));
+}
