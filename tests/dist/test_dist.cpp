@@ -37,6 +37,31 @@ std::string rank_env(int rank, int world, int port) {
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
 }
 
+// Rank 1 in the background, rank 0 in the foreground, each with its own arguments (shell words).
+// The output ends with "rc0=<exit code> rc1=<exit code>".
+tbtest::cli_result two_ranks(const std::string& args0, const std::string& args1) {
+  const int port = free_port();
+  return tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args1 + " > /dev/null 2>&1 & " + rank_env(0, 2, port) +
+                           "\"$TB\"" + args0 + "; echo rc0=$?; wait $!; echo rc1=$?");
+}
+tbtest::cli_result two_ranks(const std::string& args) { return two_ranks(args, args); }
+
+// Both ranks measure "forever"; once rank 0 has warmed up, rank 1 gets `signal`. The output ends
+// with "rc0=<rank 0's exit code> seconds=<from the signal to rank 0's exit>".
+tbtest::cli_result disturb_rank1(const fs::path& dir, const std::string& config, const std::string& signal) {
+  const int port = free_port();
+  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
+  const std::string log0 = (dir / "rank0.log").string();
+  return tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " +
+                           rank_env(0, 2, port) + "\"$TB\"" + args + " > " + log0 + " 2>&1 & p0=$!; " +
+                           "i=0; until grep -q 'warmup:' " + log0 +
+                           " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -" + signal +
+                           " $p1; start=$(date +%s); wait $p0; echo rc0=$? seconds=$(( $(date +%s) - start )); "
+                           "kill -9 $p1 2>/dev/null; true");
+}
+
+int seconds_in(const std::string& output) { return std::stoi(output.substr(output.find("seconds=") + 8)); }
+
 std::string python() {
   const char* env = std::getenv("TRAINBENCH_PYTHON");
   return env ? env : TRAINBENCH_TEST_PYTHON;
@@ -100,11 +125,8 @@ bool identical(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& 
 TEST_CASE("two ranks over Gloo hold identical parameters, equal to one process on the global batch") {
   const auto dir = tbtest::scratch("dist-two-ranks");
   const std::string config = tbtest::tiny_profile(dir, dist_extra);
-  const int port = free_port();
-  const std::string args = " --config " + config + five_steps + " --out " + (dir / "r{rank}.json").string() +
-                           " --save-weights " + (dir / "w{rank}.pt").string();
-  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > " + (dir / "rank1.log").string() +
-                                   " 2>&1 & " + rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  const auto r = two_ranks(" --config " + config + five_steps + " --out " + (dir / "r{rank}.json").string() +
+                           " --save-weights " + (dir / "w{rank}.pt").string());
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
 
@@ -137,11 +159,8 @@ TEST_CASE("two ranks over Gloo hold identical parameters, equal to one process o
 TEST_CASE("gradient accumulation all-reduces only on the step that applies it") {
   const auto dir = tbtest::scratch("dist-accumulate");
   const std::string config = tbtest::tiny_profile(dir, dist_extra);
-  const int port = free_port();
-  const std::string args = " --config " + config + five_steps + " --set train.grad_accumulation=2 --out " +
-                           (dir / "r{rank}.json").string();
-  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
-                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  const auto r = two_ranks(" --config " + config + five_steps + " --set train.grad_accumulation=2 --out " +
+                           (dir / "r{rank}.json").string());
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
   const auto report = tbtest::read_json(dir / "r0.json");
@@ -168,19 +187,10 @@ TEST_CASE("a rank that never arrives fails the others within the timeout, naming
 TEST_CASE("a killed rank makes the other fail cleanly and name it") {
   const auto dir = tbtest::scratch("dist-killed");
   const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 3}\n");
-  const int port = free_port();
-  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
-  const std::string log0 = (dir / "rank0.log").string();
-  // Rank 1 is killed once rank 0 has finished warming up, in the middle of the measured batches.
-  const auto r = tbtest::run_shell(
-      rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " + rank_env(0, 2, port) + "\"$TB\"" +
-      args + " > " + log0 + " 2>&1 & p0=$!; " + "i=0; until grep -q 'warmup:' " + log0 +
-      " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -9 $p1; start=$(date +%s); wait $p0; " +
-      "echo rc0=$? seconds=$(( $(date +%s) - start ))");
+  const auto r = disturb_rank1(dir, config, "9");  // SIGKILL in the middle of the measured batches
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=1"));
-  const int seconds = std::stoi(r.output.substr(r.output.find("seconds=") + 8));
-  CHECK(seconds < 30);
+  CHECK(seconds_in(r.output) < 30);
   const auto report = tbtest::read_json(dir / "tiny.json");
   CHECK(report["status"] == "error");
   CHECK(report["error"]["kind"] == "dist");
@@ -235,10 +245,7 @@ TEST_CASE("torchrun starts two ranks, with scaling efficiency against a one-proc
 TEST_CASE("ranks given different profiles refuse to run") {
   const auto dir = tbtest::scratch("dist-different");
   const std::string config = tbtest::tiny_profile(dir, dist_extra);
-  const int port = free_port();
-  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\" --config " + config +
-                                   " --set train.optimizer.lr=0.5 > /dev/null 2>&1 & " + rank_env(0, 2, port) +
-                                   "\"$TB\" --config " + config + "; echo rc0=$?; wait $!; echo rc1=$?");
+  const auto r = two_ranks(" --config " + config, " --config " + config + " --set train.optimizer.lr=0.5");
   INFO(r.output);
   CHECK_THAT(r.output, Catch::Contains("rc0=2") && Catch::Contains("rc1=2"));
   CHECK_THAT(r.output, Catch::Contains("rank 1 runs a different profile"));
@@ -249,11 +256,8 @@ TEST_CASE("a ladder under two ranks: one group per rung, rank 0 writes the table
   const std::string first = tbtest::tiny_profile(dir / "rungs", dist_extra);
   fs::rename(first, dir / "rungs/1-tiny.yaml");
   tbtest::write_text(dir / "rungs/2-batch.yaml", "extends: 1-tiny.yaml\nname: tiny-batch\ntrain: {batch_size: 8}\n");
-  const int port = free_port();
-  const std::string args = " ladder " + (dir / "rungs").string() + " --quiet --out " + (dir / "out").string() +
-                           " --set measure.repeats=1";
-  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
-                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  const auto r = two_ranks(" ladder " + (dir / "rungs").string() + " --quiet --out " + (dir / "out").string() +
+                           " --set measure.repeats=1");
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
   CHECK(fs::exists(dir / "out/ladder.md"));
@@ -286,11 +290,8 @@ TEST_CASE("srun's environment: ranks from SLURM_PROCID, the store on the node li
 TEST_CASE("fp16 with loss scaling across two ranks: the same steps skipped, identical parameters") {
   const auto dir = tbtest::scratch("dist-fp16");
   const std::string config = tbtest::tiny_profile(dir, dist_extra);
-  const int port = free_port();
-  const std::string args = " --config " + config + five_steps + " --set train.amp=fp16 --out " +
-                           (dir / "r{rank}.json").string() + " --save-weights " + (dir / "w{rank}.pt").string();
-  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & " +
-                                   rank_env(0, 2, port) + "\"$TB\"" + args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  const auto r = two_ranks(" --config " + config + five_steps + " --set train.amp=fp16 --out " +
+                           (dir / "r{rank}.json").string() + " --save-weights " + (dir / "w{rank}.pt").string());
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
   const auto r0 = tbtest::read_json(dir / "r0.json"), r1 = tbtest::read_json(dir / "r1.json");
@@ -303,20 +304,12 @@ TEST_CASE("fp16 with loss scaling across two ranks: the same steps skipped, iden
 TEST_CASE("a rank that hangs makes the other fail after dist.timeout_s, naming it") {
   const auto dir = tbtest::scratch("dist-hung");
   const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 3}\n");
-  const int port = free_port();
-  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
-  const std::string log0 = (dir / "rank0.log").string();
-  // Rank 1 is stopped (SIGSTOP), not killed: its connections stay open, so only the timeout can tell.
-  const auto r = tbtest::run_shell(
-      rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " + rank_env(0, 2, port) + "\"$TB\"" +
-      args + " > " + log0 + " 2>&1 & p0=$!; " + "i=0; until grep -q 'warmup:' " + log0 +
-      " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -STOP $p1; start=$(date +%s); wait $p0; " +
-      "echo rc0=$? seconds=$(( $(date +%s) - start )); kill -9 $p1");
+  // SIGSTOP, not a kill: rank 1's connections stay open, so only the timeout can tell.
+  const auto r = disturb_rank1(dir, config, "STOP");
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("rc0=1"));
-  const int seconds = std::stoi(r.output.substr(r.output.find("seconds=") + 8));
-  CHECK(seconds >= 3);
-  CHECK(seconds < 30);
+  CHECK(seconds_in(r.output) >= 3);
+  CHECK(seconds_in(r.output) < 30);
   const auto report = tbtest::read_json(dir / "tiny.json");
   CHECK(report["status"] == "error");
   CHECK_THAT(report["error"]["message"].get<std::string>(),

@@ -4,7 +4,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 
-#include <algorithm>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -17,6 +16,7 @@ struct grad_bucket {
   std::vector<std::size_t> params;
   std::vector<std::int64_t> offsets;  // in elements, within flat
   at::Tensor flat;
+  std::vector<at::Tensor> as_list;  // {flat}: the collectives take a list, made once
   std::size_t pending = 0;  // gradients not yet copied in this step
   c10::intrusive_ptr<c10d::Work> work;
 };
@@ -40,7 +40,8 @@ grad_sync::grad_sync(std::vector<at::Tensor> params, process_group& group, doubl
       group_(group),
       accumulation_(accumulation),
       world_(at::scalar_tensor(group.world(), at::kFloat)),
-      bucket_of_(params_.size()) {
+      bucket_of_(params_.size()),
+      slot_of_(params_.size()) {
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024 * 1024);
   std::int64_t bytes = cap;
   // Reverse order: the last layers' gradients are ready first. A bucket closes once it holds
@@ -55,11 +56,13 @@ grad_sync::grad_sync(std::vector<at::Tensor> params, process_group& group, doubl
     b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
     b.params.push_back(i);
     bucket_of_[i] = buckets_.size() - 1;
+    slot_of_[i] = b.params.size() - 1;
     bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
   }
   for (auto& b : buckets_) {
     const at::Tensor& last = params_[b->params.back()];
     b->flat = at::empty({b->offsets.back() + last.numel()}, last.options());
+    b->as_list = {b->flat};
   }
   for (std::size_t i = 0; i < params_.size(); ++i)
     torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<ready_hook>(*this, i));
@@ -82,11 +85,9 @@ void grad_sync::begin_backward() {
 void grad_sync::on_gradient_ready(std::size_t param) {
   if (!syncing_ || !in_backward_) return;
   grad_bucket& b = *buckets_[bucket_of_[param]];
-  const std::size_t slot = static_cast<std::size_t>(
-      std::find(b.params.begin(), b.params.end(), param) - b.params.begin());
   const at::Tensor& p = params_[param];
   // The averaging is folded into the copy (one pass): an all-reduce SUM of grad / world.
-  at::Tensor slot_view = b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+  at::Tensor slot_view = b.flat.narrow(0, b.offsets[slot_of_[param]], p.numel()).view(p.sizes());
   at::div_out(slot_view, p.grad(), world_);
   if (--b.pending == 0) launch_ready();
 }
@@ -98,9 +99,8 @@ void grad_sync::launch_ready() {
 void grad_sync::launch(grad_bucket& b) {
   if (launched_++ == 0) first_launch_ = std::chrono::steady_clock::now();
   if (in_backward_) ++launched_in_backward_;
-  std::vector<at::Tensor> one{b.flat};
   try {
-    b.work = group_.state().backend->allreduce(one);
+    b.work = group_.state().backend->allreduce(b.as_list);
   } catch (const std::exception&) {
     group_.fail("starting the all-reduce of a gradient bucket");
   }

@@ -1,8 +1,8 @@
 #pragma once
-// Gradient averaging the way DistributedDataParallel does it: parameters in buckets of about
-// dist.bucket_mb, in reverse order (the order backward produces their gradients); a bucket's
-// all-reduce starts as soon as its last gradient is accumulated, while backward goes on with the
-// rest; finish() waits for the buckets and writes the averaged gradients back.
+// Gradient averaging the way DistributedDataParallel does it: parameters in buckets that close
+// once they hold dist.bucket_mb, in reverse order (the order backward produces their gradients);
+// a bucket's all-reduce starts as soon as its last gradient is accumulated, while backward goes
+// on with the rest; finish() waits for the buckets and writes the averaged gradients back.
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
@@ -52,6 +52,7 @@ class grad_sync {
   bool in_backward_ = false;
   std::vector<std::unique_ptr<grad_bucket>> buckets_;
   std::vector<std::size_t> bucket_of_;  // param -> bucket
+  std::vector<std::size_t> slot_of_;    // param -> position in its bucket
   std::size_t next_launch_ = 0;         // buckets launch strictly in order, the same on every rank
   std::size_t launched_ = 0, launched_in_backward_ = 0;
   std::chrono::steady_clock::time_point first_launch_;
