@@ -13,6 +13,12 @@ namespace {
 
 constexpr std::int64_t first_try = 8, limit = 1 << 16;
 
+bool allocation_failure(const std::string& message) {
+  for (const char* sign : {"out of memory", "ALLOC_FAILED"})
+    if (message.find(sign) != std::string::npos) return true;
+  return false;
+}
+
 // One real step (two, so optimizer state and the allocator settle) at this batch size, plus the
 // device input buffers the transfer stage will hold.
 bool fits(std::int64_t batch, const batch_search_request& r) {
@@ -39,6 +45,11 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     }
     c10::cuda::device_synchronize();
   } catch (const c10::OutOfMemoryError&) {
+    ok = false;
+  } catch (const c10::Error& e) {
+    // cuBLAS and cuDNN report a failed workspace allocation as their own status, not as the
+    // caching allocator's OutOfMemoryError; at this batch size that is the same answer.
+    if (!allocation_failure(e.what_without_backtrace())) throw;
     ok = false;
   }
   c10::cuda::CUDACachingAllocator::emptyCache();
