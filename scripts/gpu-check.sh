@@ -92,6 +92,13 @@ $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python 
   --config configs/ladder/04-amp.yaml --set dist.backend=nccl "${sets[@]}" --out "$out/dist-nccl-1.json" \
   ${base:+--baseline "$base"} || echo "data-parallel NCCL run failed"
 
+phase "bottleneck"
+# Each rung against its compute ceiling (same step, one reused device batch), interleaved.
+for n in 01-workers 07-stream-overlap; do
+  $TB bottleneck -c configs/ladder/$n.yaml --rounds 2 --out "$out/bottleneck/$n" --quiet "${sets[@]}" ||
+    echo "bottleneck $n failed"
+done
+
 phase "pytorch reference"
 mkdir -p "$out/pytorch"
 rungs=(configs/ladder/*.yaml)

@@ -49,6 +49,17 @@ int main(int argc, char** argv) {
   auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
   add_run_options(*bench_data, data_req, true);
 
+  bottleneck_request neck;
+  auto* bottleneck =
+      app.add_subcommand("bottleneck", "is the loop input-bound? the profile against the same step on a reused batch");
+  bottleneck->add_option("--config,-c", neck.config, "profile YAML file")->required();
+  bottleneck->add_option("--set", neck.sets, "override a key: key.path=value (repeatable)");
+  bottleneck->add_option("--out,-o", neck.out, "folder for loop.json, ceiling.json and bottleneck.json");
+  bottleneck->add_option("--rounds", neck.rounds, "interleaved rounds of both sides (default 3)");
+  bottleneck->add_option("--threshold", neck.threshold_pct, "smallest gap in percent that counts (default 3)");
+  bottleneck->add_option("--alpha", neck.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  bottleneck->add_flag("--quiet,-q", neck.quiet, "only warnings and the verdict");
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "check profiles; one line per error");
   validate->add_option("files", validate_files, "profile files")->required();
@@ -104,6 +115,10 @@ int main(int argc, char** argv) {
       data_req.command_line = command_line;
       data_req.data_only = true;
       return run_command(data_req);
+    }
+    if (*bottleneck) {
+      neck.command_line = command_line;
+      return bottleneck_command(neck);
     }
     if (*validate) return validate_command(validate_files);
     if (*show) return show_command(show_req.config, show_req.sets);

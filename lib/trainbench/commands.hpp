@@ -8,8 +8,8 @@ namespace trainbench {
 struct run_request {
   std::string config;
   std::vector<std::string> sets;
-  std::string out;       // overrides report.path
-  std::string baseline;  // a world-size-1 report: scaling efficiency of a data-parallel run
+  std::string out;           // overrides report.path
+  std::string baseline;      // a world-size-1 report: scaling efficiency of a data-parallel run
   std::string save_weights;  // state dict after the run ({rank} is replaced)
   bool quiet = false;
   bool strict = false;
@@ -17,7 +17,21 @@ struct run_request {
   std::string command_line;
 };
 
+// bottleneck: the profile against the same step on one reused device batch, interleaved in one
+// process; prints whether the loop is input-bound and writes both reports and the verdict.
+struct bottleneck_request {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;  // folder; default reports/bottleneck/<profile name>
+  int rounds = 3;
+  double threshold_pct = 3.0;
+  double alpha = 0.05;
+  bool quiet = false;
+  std::string command_line;
+};
+
 int run_command(const run_request& request);
+int bottleneck_command(const bottleneck_request& request);
 int validate_command(const std::vector<std::string>& files);
 int show_command(const std::string& config, const std::vector<std::string>& sets);
 int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed);

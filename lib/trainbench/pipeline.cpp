@@ -280,6 +280,14 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     out.step = graph ? make_graph_step(std::move(model), so, shape, p.model.channels_last)
                      : make_eager_step(std::move(model), so);
     e.cuda_graph = graph;
+    if (graph && !host_data) {
+      // The reused batch lives in the graph's static inputs, so the ceiling copies nothing.
+      auto [images, labels] = out.step->static_inputs();
+      images.copy_(out.fixed.images);
+      labels.copy_(out.fixed.labels);
+      out.fixed.images = images;
+      out.fixed.labels = labels;
+    }
     if (graph && out.transfer && !out.preprocess) {
       auto [images, labels] = out.step->static_inputs();
       out.transfer->set_destination(images, labels);

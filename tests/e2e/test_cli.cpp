@@ -173,3 +173,47 @@ TEST_CASE("a missing dataset is an error, unless the profile asks for the synthe
   CHECK(j["effective"]["dataset"].get<std::string>().find("synthetic") == 0);
   CHECK(j["effective"]["notes"].dump().find("data.fallback: synthetic") != std::string::npos);
 }
+
+TEST_CASE("bottleneck finds a loop whose loading outweighs its step input-bound, and keeps both reports") {
+  const auto dir = tbtest::scratch("e2e-bottleneck");
+  // Resizing 1448 px sources down to 16 px costs more than a 16 px ResNet-18 step on 4 images.
+  const auto file = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "neck").string() +
+                                 "' --rounds 3 --set data.source_size=1448 --set data.samples=16" +
+                                 " --set measure.measured_batches=3");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("INPUT-BOUND") != std::string::npos);
+  const auto verdict = tbtest::read_json(dir / "neck" / "bottleneck.json");
+  CHECK(verdict["verdict"] == "INPUT-BOUND");
+  CHECK(verdict["share_of_ceiling"].get<double>() < 0.9);
+  CHECK(verdict["hints"].dump().find("data.workers: 0") != std::string::npos);
+  const auto loop = tbtest::read_json(dir / "neck" / "loop.json");
+  const auto ceiling = tbtest::read_json(dir / "neck" / "ceiling.json");
+  for (const auto* rep : {&loop, &ceiling}) {
+    CHECK(tbtest::schema_errors(*rep).empty());
+    CHECK((*rep)["status"] == "ok");
+    CHECK((*rep)["results"]["repeats"].size() == 6);  // 3 rounds of 2 windows
+    CHECK((*rep)["measure"]["repeats"] == 6);
+  }
+  CHECK(loop["profile"]["name"] == "tiny");
+  CHECK(ceiling["profile"]["name"] == "tiny-ceiling");
+  CHECK(ceiling["effective"]["dataset"] == "device-synthetic");
+  CHECK(ceiling["effective"]["batch_size"] == loop["effective"]["batch_size"]);
+  CHECK(ceiling["effective"]["notes"].dump().find("interleaved with tiny") != std::string::npos);
+}
+
+TEST_CASE("bottleneck refuses a profile with no input pipeline, and bad rounds, writing nothing") {
+  const auto dir = tbtest::scratch("e2e-bottleneck-bad");
+  const auto file = tbtest::tiny_profile(dir);
+  auto r = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "neck").string() +
+                           "' --set data.source=device-synthetic");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("data.source") != std::string::npos);
+  CHECK(r.output.find("tiny.yaml") != std::string::npos);
+  r = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "neck").string() + "' --rounds 0");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--rounds") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "neck"));
+}

@@ -31,7 +31,7 @@ void runner::warmup() {
   nvtx_range range(batch_ranges_, "warmup");
   for (int i = 0; i < m_.warmup_batches; ++i) {
     run_batch(-1);
-    if (i == 0) read_loss(result_.loss_first);  // outside any measured window
+    if (i == 0 && !result_.loss_first) read_loss(result_.loss_first);  // outside any measured window
     result_.warmup_batches_done = i + 1;
     if (progress_) progress_("warmup", i + 1, m_.warmup_batches, 0.0);
   }

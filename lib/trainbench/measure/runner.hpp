@@ -40,7 +40,8 @@ using progress_fn =
 class runner {
  public:
   runner(pipeline& p, const measure_config& m, progress_fn progress = {});
-  // Runs everything; on an exception, result() still holds the windows completed so far.
+  // Warms up, then measures the profile's windows; on an exception, result() still holds the
+  // windows completed so far. Calling it again adds another warmup and more windows.
   void run();
   const run_result& result() const { return result_; }
 
