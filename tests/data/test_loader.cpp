@@ -5,6 +5,7 @@
 #include <set>
 
 #include "trainbench/data/loader.hpp"
+#include "trainbench/measure/runner.hpp"
 
 using namespace trainbench;
 
@@ -157,6 +158,36 @@ TEST_CASE("a fence given at release runs before the slot is refilled") {
   for (int b = 0; b < 10; ++b) loader.release(loader.next(), [&fenced] { ++fenced; });
   // Each refill waited on the fence of the batch that last used its slot.
   CHECK(fenced >= 10 - loader.slots());
+}
+
+namespace {
+// Like the CUDA transfer: the fence it hands the loader points into the stage itself.
+class fenced_transfer final : public transfer_stage {
+ public:
+  explicit fenced_transfer(std::shared_ptr<int> seen) : seen_(std::move(seen)) {}
+  ~fenced_transfer() override { *alive_ = false; }
+  void submit(const host_batch& batch, batch_loader& loader) override {
+    loader.release(batch, [alive = alive_, seen = seen_] { *seen = *alive ? 1 : -1; });
+  }
+  device_batch take() override { return {}; }
+  void step_done() override {}
+  std::string describe() const override { return "fenced"; }
+
+ private:
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::shared_ptr<int> seen_;
+};
+}  // namespace
+
+TEST_CASE("a pipeline tears the loader down first, so a pending copy fence never outlives its transfer stage") {
+  auto seen = std::make_shared<int>(0);
+  {
+    pipeline p;
+    p.loader = std::make_unique<batch_loader>(indexed_dataset(20), options(0));
+    p.transfer = std::make_unique<fenced_transfer>(seen);
+    p.transfer->submit(p.loader->next(), *p.loader);
+  }
+  CHECK(*seen == 1);  // -1: the loader's destructor ran the fence after the stage was gone
 }
 
 TEST_CASE("a dataset smaller than one batch is an input error") {

@@ -19,9 +19,11 @@ namespace trainbench {
 
 // Stages bound to a device, ready to run (built by build_pipeline).
 struct pipeline {
-  std::unique_ptr<process_group> group;           // data-parallel runs only; outlives every stage
+  std::unique_ptr<process_group> group;      // data-parallel runs only; outlives every stage
+  std::unique_ptr<transfer_stage> transfer;  // null for device-synthetic
+  // Declared after the transfer, so destroyed before it: the loader's destructor waits on copy
+  // fences that point at the transfer stage's events.
   std::unique_ptr<batch_loader> loader;           // null for device-synthetic
-  std::unique_ptr<transfer_stage> transfer;       // null for device-synthetic
   std::unique_ptr<device_preprocess> preprocess;  // data.preprocess: device
   std::unique_ptr<train_step> step;               // null for bench-data (loader and transfer only)
   std::unique_ptr<grad_sync> sync;                // data-parallel runs: hooks on the step's parameters
