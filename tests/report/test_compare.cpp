@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -128,4 +129,48 @@ TEST_CASE("compare on folders: exit 1 on SLOWER, 0 otherwise, 2 on bad input") {
   CHECK(r.output.find("schema_version") != std::string::npos);
   r = tbtest::run_cli("compare '" + (dir / "base").string() + "' '" + (dir / "missing.json").string() + "'");
   CHECK(r.code == 2);
+}
+
+TEST_CASE("the interval of a change: Hodges-Lehmann estimate and the exact Mann-Whitney bounds") {
+  // Log-rates 0.01 apart: the pairwise log-ratios are log(1.1) + 0.01 * (i - j), i, j in 0..4.
+  std::vector<double> base, candidate;
+  for (int i = 0; i < 5; ++i) {
+    base.push_back(100.0 * std::exp(0.01 * i));
+    candidate.push_back(110.0 * std::exp(0.01 * i));
+  }
+  const auto ci = interval_of_change(base, candidate, 0.95);
+  REQUIRE(ci);
+  CHECK(ci->estimate_pct == Approx(10.0));
+  // 5 vs 5 at 95%: P(U <= 2) = 4/252 <= 0.025 < P(U <= 3) = 7/252, so the 3rd smallest and 3rd
+  // largest of the 25 differences, which are -3 and +3 steps of 0.01.
+  CHECK(ci->low_pct == Approx(100.0 * (1.1 * std::exp(-0.03) - 1.0)));
+  CHECK(ci->high_pct == Approx(100.0 * (1.1 * std::exp(0.03) - 1.0)));
+  // 3 vs 3 cannot reach 95% (the smallest two-sided p is 0.1), but can reach 80%.
+  CHECK_FALSE(interval_of_change({1, 2, 3}, {4, 5, 6}, 0.95));
+  REQUIRE(interval_of_change({1, 2, 3}, {4, 5, 6}, 0.80));
+  // Large samples use the normal approximation and still cover the shift.
+  std::vector<double> big_base, big_candidate;
+  for (int i = 0; i < 30; ++i) {
+    big_base.push_back(100.0 + (i * 7) % 11);
+    big_candidate.push_back(95.0 + (i * 5) % 11);
+  }
+  const auto wide = interval_of_change(big_base, big_candidate, 0.95);
+  REQUIRE(wide);
+  CHECK(wide->low_pct < wide->estimate_pct);
+  CHECK(wide->estimate_pct < wide->high_pct);
+  CHECK(wide->high_pct < 0.0);  // a 5% drop on 11 levels of spread is clear at n = 30
+  CHECK(wide->low_pct > -12.0);
+}
+
+TEST_CASE("a partial run is compared on the windows it finished, with a warning that says so") {
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  json cut = fake_report("a", "h", {100, 101, 99, 100.5});
+  cut["status"] = "interrupted";
+  cut["measure"] = {{"repeats", 5}};
+  const auto c = compare_reports({fake_report("a", "h", r)}, {cut}, 3, 0.05);
+  REQUIRE(c.rows.size() == 1);
+  CHECK(c.rows[0].candidate.size() == 4);
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].find("candidate run ended with status 'interrupted' after 4 of 5 windows") != std::string::npos);
+  CHECK(compare_reports({fake_report("a", "h", r)}, {fake_report("a", "h", r)}, 3, 0.05).warnings.empty());
 }

@@ -58,6 +58,15 @@ std::vector<std::string> hints_for(const bottleneck_input& in, const profile& p,
   return h;
 }
 
+// Where the true gap lies, which is what a user can act on even when the verdict is AMBIGUOUS.
+std::string interval_words(const std::optional<change_interval>& i) {
+  if (!i) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.0f%% CI of the change %+.1f%% to %+.1f%%; ", 100.0 * i->confidence, i->low_pct,
+                i->high_pct);
+  return buf;
+}
+
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
@@ -74,7 +83,8 @@ bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p
   row.candidate = in.loop;
   f.row = judge(row, threshold_pct, alpha);
   f.share_of_ceiling = f.row.base_median > 0 ? f.row.candidate_median / f.row.base_median : 0.0;
-  const std::string at = "the loop runs at " + percent(f.share_of_ceiling) + " of its ceiling (" + f.row.reason + ")";
+  const std::string at = "the loop runs at " + percent(f.share_of_ceiling) + " of its ceiling (" +
+                         interval_words(f.row.interval) + f.row.reason + ")";
   switch (f.row.result) {
     case verdict::slower:
       f.result = bound::input;
@@ -120,7 +130,7 @@ std::string format_bottleneck(const bottleneck_finding& f, const bottleneck_inpu
   return out;
 }
 
-nlohmann::json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name) {
+nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name) {
   return {{"profile", name},
           {"verdict", to_string(f.result)},
           {"explanation", f.explanation},
@@ -129,6 +139,10 @@ nlohmann::json bottleneck_json(const bottleneck_finding& f, const bottleneck_inp
           {"share_of_ceiling", f.share_of_ceiling},
           {"change_pct", f.row.change_pct},
           {"p_value", f.row.test.p},
+          {"interval", f.row.interval ? nlohmann::ordered_json{{"confidence", f.row.interval->confidence},
+                                                       {"low_pct", f.row.interval->low_pct},
+                                                       {"high_pct", f.row.interval->high_pct}}
+                                      : nlohmann::ordered_json(nullptr)},
           {"loop_samples_per_s", {{"median", f.row.candidate_median}, {"windows", in.loop}}},
           {"ceiling_samples_per_s", {{"median", f.row.base_median}, {"windows", in.ceiling}}},
           {"loop_stages_s", {{"data_wait", in.data_wait_s}, {"h2d", in.h2d_s}, {"batch", in.batch_s}}},

@@ -32,6 +32,6 @@ struct bottleneck_finding {
 
 bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p, double threshold_pct, double alpha);
 std::string format_bottleneck(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name);
-nlohmann::json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name);
+nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name);
 
 }  // namespace trainbench

@@ -54,6 +54,56 @@ double smallest_p(std::size_t n, std::size_t m) {
   return std::min(1.0, 2.0 * dist[0] / total);
 }
 
+namespace {
+
+// How many of the sorted pairwise differences to cut from each end: the largest k with
+// P(U < k) <= (1 - confidence) / 2 under the null. 0 when not even the extremes qualify.
+std::size_t interval_cut(std::size_t n, std::size_t m, double confidence) {
+  const double tail = (1.0 - confidence) / 2.0;
+  if (n <= exact_limit && m <= exact_limit) {
+    const auto dist = u_distribution(n, m);
+    double total = 0;
+    for (double d : dist) total += d;
+    std::size_t k = 0;
+    double below = 0;  // P(U <= k - 1) * total
+    while (k < dist.size() && (below + dist[k]) / total <= tail) below += dist[k++];
+    return k;
+  }
+  // Normal approximation: z from the upper tail by bisection on the survival function.
+  double lo = 0, hi = 10;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (normal_sf(mid) > tail ? lo : hi) = mid;
+  }
+  const double nm = static_cast<double>(n * m);
+  const double k = std::floor(nm / 2.0 - lo * std::sqrt(nm * static_cast<double>(n + m + 1) / 12.0));
+  return k < 1 ? 0 : static_cast<std::size_t>(k);
+}
+
+double pct_of_log(double d) { return 100.0 * std::expm1(d); }
+
+}  // namespace
+
+std::optional<change_interval> interval_of_change(const std::vector<double>& base, const std::vector<double>& candidate,
+                                                  double confidence) {
+  const std::size_t k = interval_cut(base.size(), candidate.size(), confidence);
+  if (k == 0) return std::nullopt;
+  std::vector<double> d;
+  d.reserve(base.size() * candidate.size());
+  for (double c : candidate)
+    for (double b : base) {
+      if (c <= 0 || b <= 0) return std::nullopt;
+      d.push_back(std::log(c) - std::log(b));
+    }
+  std::sort(d.begin(), d.end());
+  change_interval out;
+  out.confidence = confidence;
+  out.estimate_pct = pct_of_log(quantile(d, 0.5));
+  out.low_pct = pct_of_log(d[k - 1]);
+  out.high_pct = pct_of_log(d[d.size() - k]);
+  return out;
+}
+
 mann_whitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {
   mann_whitney out;
   const std::size_t n = a.size(), m = b.size();
@@ -119,6 +169,7 @@ pair_row judge(pair_row row, double threshold_pct, double alpha) {
   row.candidate_median = quantile(row.candidate, 0.5);
   row.change_pct = 100.0 * (row.candidate_median / row.base_median - 1.0);
   row.test = mann_whitney_u(row.base, row.candidate);
+  row.interval = interval_of_change(row.base, row.candidate, 1.0 - alpha);
   const double noise_pct = 100.0 * std::max(summarize(row.base).cv, summarize(row.candidate).cv);
   const bool big = std::abs(row.change_pct) > threshold_pct;
   char buf[200];
@@ -152,6 +203,19 @@ std::vector<double> rates_of(const json& report) {
   return out;
 }
 
+std::string name_of(const json& r) { return r.at("profile").at("name").get<std::string>(); }
+
+// A run that failed or was interrupted still counts on the windows it finished, said loudly.
+void warn_partial(const json& r, const char* side, std::vector<std::string>& warnings) {
+  const std::string status = r.value("status", "ok");
+  if (status == "ok") return;
+  const std::size_t done = r.at("results").at("repeats").size();
+  const json& m = r.value("measure", json::object());
+  const std::string planned = m.contains("repeats") ? " of " + m.at("repeats").dump() : "";
+  warnings.push_back("'" + name_of(r) + "': the " + side + " run ended with status '" + status + "' after " +
+                     std::to_string(done) + planned + " windows; compared on those");
+}
+
 std::string context_key(const json& r, const char* key) {
   const json& c = r.at("context");
   if (std::string(key) == "gpu") return c.at("gpu").is_null() ? "none" : c.at("gpu").value("name", "?");
@@ -165,7 +229,6 @@ comparison compare_reports(const std::vector<json>& base, const std::vector<json
                            double alpha) {
   comparison out;
   std::vector<bool> used(candidate.size(), false);
-  auto name_of = [](const json& r) { return r.at("profile").at("name").get<std::string>(); };
   double log_sum = 0;
   int log_n = 0;
   for (const auto& b : base) {
@@ -193,6 +256,8 @@ comparison compare_reports(const std::vector<json>& base, const std::vector<json
         out.warnings.push_back("'" + name_of(b) + "': " + key + " differs: '" + context_key(b, key) + "' vs '" +
                                context_key(c, key) + "'");
     }
+    warn_partial(b, "base", out.warnings);
+    warn_partial(c, "candidate", out.warnings);
     pair_row row;
     row.name = name_of(b);
     row.match = how;
@@ -250,6 +315,32 @@ std::vector<json> read_reports(const std::string& file_or_folder) {
   return out;
 }
 
+namespace {
+
+json interval_json(const std::optional<change_interval>& i) {
+  if (!i) return nullptr;
+  return {{"confidence", i->confidence},
+          {"estimate_pct", i->estimate_pct},
+          {"low_pct", i->low_pct},
+          {"high_pct", i->high_pct}};
+}
+
+std::string interval_text(const std::optional<change_interval>& i) {
+  if (!i) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%+.1f%%, %+.1f%%]", i->low_pct, i->high_pct);
+  return buf;
+}
+
+// The column title says the interval's confidence, from the first row that has one.
+std::string interval_title(const comparison& c) {
+  for (const auto& r : c.rows)
+    if (r.interval) return std::to_string(static_cast<int>(std::lround(100 * r.interval->confidence))) + "% CI";
+  return "CI";
+}
+
+}  // namespace
+
 std::string format_comparison(const comparison& c, const std::string& format) {
   char buf[512];
   std::string out;
@@ -265,6 +356,7 @@ std::string format_comparison(const comparison& c, const std::string& format) {
                            {"base_median", r.base_median},
                            {"candidate_median", r.candidate_median},
                            {"change_pct", r.change_pct},
+                           {"interval", interval_json(r.interval)},
                            {"u", r.test.u},
                            {"p", r.test.p},
                            {"verdict", to_string(r.result)},
@@ -274,25 +366,30 @@ std::string format_comparison(const comparison& c, const std::string& format) {
   const bool md = format == "markdown";
   for (const auto& w : c.warnings) out += (md ? "> **warning:** " : "WARNING: ") + w + "\n";
   if (!c.warnings.empty()) out += "\n";
-  if (md)
-    out += "| profile | base samples/s | candidate samples/s | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n";
-  else {
-    std::snprintf(buf, sizeof buf, "%-28s %14s %14s %9s %8s  %s\n", "profile", "base", "candidate", "change", "p",
-                  "verdict");
+  const std::string ci = interval_title(c);
+  if (md) {
+    out += "| profile | base samples/s | candidate samples/s | change | " + ci +
+           " | p | verdict |\n|---|---:|---:|---:|---:|---:|---|\n";
+  } else {
+    std::snprintf(buf, sizeof buf, "%-28s %14s %14s %9s %18s %8s  %s\n", "profile", "base", "candidate", "change",
+                  ci.c_str(), "p", "verdict");
     out += buf;
   }
   for (const auto& r : c.rows) {
+    const std::string range = interval_text(r.interval);
     if (md)
-      std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %+.1f%% | %.3g | **%s** (%s) |\n", r.name.c_str(),
-                    r.base_median, r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
+      std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %+.1f%% | %s | %.3g | **%s** (%s) |\n", r.name.c_str(),
+                    r.base_median, r.candidate_median, r.change_pct, range.c_str(), r.test.p, to_string(r.result),
+                    r.reason.c_str());
     else
-      std::snprintf(buf, sizeof buf, "%-28s %14.1f %14.1f %+8.1f%% %8.3g  %s (%s)\n", r.name.c_str(), r.base_median,
-                    r.candidate_median, r.change_pct, r.test.p, to_string(r.result), r.reason.c_str());
+      std::snprintf(buf, sizeof buf, "%-28s %14.1f %14.1f %+8.1f%% %18s %8.3g  %s (%s)\n", r.name.c_str(),
+                    r.base_median, r.candidate_median, r.change_pct, range.c_str(), r.test.p, to_string(r.result),
+                    r.reason.c_str());
     out += buf;
   }
   if (c.geomean_ratio) {
     if (md)
-      std::snprintf(buf, sizeof buf, "| geometric mean | | | %+.1f%% | | |\n", 100.0 * (*c.geomean_ratio - 1));
+      std::snprintf(buf, sizeof buf, "| geometric mean | | | %+.1f%% | | | |\n", 100.0 * (*c.geomean_ratio - 1));
     else
       std::snprintf(buf, sizeof buf, "%-28s %14s %14s %+8.1f%%\n", "geometric mean", "", "",
                     100.0 * (*c.geomean_ratio - 1));

@@ -25,6 +25,16 @@ mann_whitney mann_whitney_u(const std::vector<double>& a, const std::vector<doub
 // The smallest two-sided p-value samples of these sizes can reach.
 double smallest_p(std::size_t n, std::size_t m);
 
+// Hodges-Lehmann estimate of the change from base to candidate (the median of all pairwise
+// log-ratios) with its distribution-free confidence interval, the one the Mann-Whitney test
+// inverts to; in percent. Empty when the samples are too small for this confidence.
+struct change_interval {
+  double estimate_pct = 0, low_pct = 0, high_pct = 0;
+  double confidence = 0.95;
+};
+std::optional<change_interval> interval_of_change(const std::vector<double>& base, const std::vector<double>& candidate,
+                                                  double confidence);
+
 enum class verdict { faster, slower, same, ambiguous };
 const char* to_string(verdict v);
 
@@ -33,6 +43,7 @@ struct pair_row {
   std::vector<double> base, candidate;  // per-repeat samples/s
   double base_median = 0, candidate_median = 0, change_pct = 0;
   mann_whitney test;
+  std::optional<change_interval> interval;  // at confidence 1 - alpha
   verdict result = verdict::ambiguous;
   std::string reason;
 };
