@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the Markdown page for docs/results/ from a gpu-check run: the ladder next to the
 PyTorch reference and the article's numbers, the extra rungs, and anything that failed.
-    scripts/results-page.py --ladder DIR --plus DIR --pytorch DIR [--tests FILE] > page.md"""
+    scripts/results-page.py --ladder DIR --plus DIR --pytorch DIR [--tests FILE] [--dist FILE]
+                            [--bottleneck DIR] > page.md"""
 import argparse
 import glob
 import json
@@ -27,12 +28,48 @@ def fmt(v):
     return f"{v:.1f}" if v is not None else "–"
 
 
+def dist_section(path):
+    print("\n## Data-parallel\n")
+    if not os.path.exists(path):
+        print("no report: the run did not start")
+        return [f"data-parallel: no report at {os.path.basename(path)}"]
+    r = json.load(open(path))
+    d = (r.get("results") or {}).get("distributed") or {}
+    eff = d.get("scaling_efficiency")
+    print(f"- status {r.get('status')}: {d.get('backend', '?')}, {d.get('world_size', '?')} rank(s) via "
+          f"{d.get('launcher', '?')}, {fmt(median(r))} samples/s, all-reduce steps {d.get('allreduce_steps', '?')}, "
+          f"buckets launched in backward {d.get('buckets_launched_in_backward', '?')}, scaling efficiency "
+          + (f"{100 * eff:.1f}%" if eff is not None else "–"))
+    return [] if r.get("status") == "ok" else [f"data-parallel: {(r.get('error') or {}).get('message', '?')}"]
+
+
+def bottleneck_section(folder):
+    print("\n## Input or compute? (`trainbench bottleneck`)\n")
+    print("| rung | loop samples/s | ceiling samples/s | loop / ceiling | 95% CI of the change | verdict |")
+    print("|---|---:|---:|---:|---:|---|")
+    failures = []
+    for sub in sorted(glob.glob(os.path.join(folder, "*"))):
+        name, f = os.path.basename(sub), os.path.join(sub, "bottleneck.json")
+        if not os.path.exists(f):
+            print(f"| {name} | – | – | – | – | failed (see its loop.json / ceiling.json) |")
+            failures.append(f"bottleneck {name}: no verdict")
+            continue
+        b = json.load(open(f))
+        ci = b.get("interval")
+        ci_text = f"{ci['low_pct']:+.1f}% to {ci['high_pct']:+.1f}%" if ci else "–"
+        print(f"| {name} | {b['loop_samples_per_s']['median']:.1f} | {b['ceiling_samples_per_s']['median']:.1f} | "
+              f"{100 * b['share_of_ceiling']:.1f}% | {ci_text} | {b['verdict']} |")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ladder", required=True)
     ap.add_argument("--plus", required=True)
     ap.add_argument("--pytorch", required=True)
     ap.add_argument("--tests")
+    ap.add_argument("--dist", help="report of the data-parallel run")
+    ap.add_argument("--bottleneck", help="folder of `trainbench bottleneck` outputs, one subfolder per rung")
     a = ap.parse_args()
     ladder, plus, ref = load(a.ladder), load(a.plus), load(a.pytorch)
     any_report = next(iter(ladder.values()), {})
@@ -64,6 +101,10 @@ def main():
         print(f"| {name} | {fmt(median(r))} | {mem / 2**30:.2f} GiB | {notes} |" if mem else f"| {name} | {fmt(median(r))} | – | {notes} |")
         if r.get("status") != "ok":
             failures.append(f"{name}: {r.get('error', {}).get('message', '?')}")
+    if a.dist:
+        failures += dist_section(a.dist)
+    if a.bottleneck:
+        failures += bottleneck_section(a.bottleneck)
     if a.tests and os.path.exists(a.tests):
         lines = open(a.tests).read().strip().splitlines()
         print("\n## [gpu] tests\n\n```\n" + "\n".join(lines[-15:]) + "\n```")

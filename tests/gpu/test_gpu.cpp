@@ -230,3 +230,26 @@ TEST_CASE("a data-parallel run with NCCL and one rank on the GPU", "[gpu]") {
   CHECK(report["effective"]["device"] == "cuda:0");
   CHECK(report["results"]["stages_s"].contains("allreduce"));
 }
+
+// Two pipelines on one GPU in one process: a loop that resizes on one host thread is far slower
+// than its graphed ceiling, and both reports leave the shared allocator's peaks out.
+TEST_CASE("bottleneck on the GPU: host resizing on the training thread is input-bound", "[gpu]") {
+  require_cuda();
+  const auto dir = tbtest::scratch("gpu-bottleneck");
+  const std::string config = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("bottleneck -q -c '" + config + "' --out '" + (dir / "neck").string() +
+                                 "' --rounds 3 --set device=cuda --set data.image_size=224 --set data.source_size=64" +
+                                 " --set train.batch_size=16 --set measure.measured_batches=5" +
+                                 " --set backend.cuda_graph=true --set backend.cudnn_benchmark=true");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto verdict = tbtest::read_json(dir / "neck" / "bottleneck.json");
+  CHECK(verdict["verdict"] == "INPUT-BOUND");
+  CHECK(verdict["hints"].dump().find("data.workers: 0") != std::string::npos);
+  for (const char* file : {"loop.json", "ceiling.json"}) {
+    const auto report = tbtest::read_json(dir / "neck" / file);
+    CHECK(report["status"] == "ok");
+    CHECK(report["effective"]["cuda_graph"] == true);
+    CHECK(report["results"]["memory"]["device_peak_allocated_bytes"].is_null());
+  }
+}
