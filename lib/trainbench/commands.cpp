@@ -226,9 +226,11 @@ void describe_dist(const pipeline& pipe, const profile& p, const run_request& re
 }
 
 // Every rank sends its windows to every other; all end up with the job's figures.
-void gather_ranks(pipeline& pipe, const profile& p, run_result& r) {
-  const auto all = pipe.group->all_gather(pack_rank(r, p.measure.repeats));
-  merge_ranks(r, all, p.measure.repeats);
+void gather_ranks(pipeline& pipe, run_result& r) {
+  // With noise-based stopping the count exceeds measure.repeats, but it is the same on every rank.
+  const int windows = static_cast<int>(r.windows.size());
+  const auto all = pipe.group->all_gather(pack_rank(r, windows));
+  merge_ranks(r, all, windows);
   dist_result& d = *r.dist;
   if (d.baseline_samples_per_s && !r.windows.empty()) {
     std::vector<double> rates;
@@ -286,7 +288,7 @@ int run_command(const run_request& req) {
       in.result.dist.emplace();
       describe_dist(*pipe, p, req, baseline, *in.result.dist);
       try {
-        if (code == exit_code::ok) gather_ranks(*pipe, p, in.result);
+        if (code == exit_code::ok) gather_ranks(*pipe, in.result);
       } catch (...) {
         code = record_failure(in);
       }
@@ -364,7 +366,11 @@ int run_rounds(std::array<bottleneck_side, 2>& sides, int rounds) {
 
 void finish_side(bottleneck_side& s, const std::string& other, int rounds) {
   if (s.run) s.in.result = s.run->result();
-  s.in.prof.measure.repeats *= rounds;  // the report holds every round's windows
+  // The report holds every round's windows (with noise-based stopping, rounds may differ).
+  if (!s.in.result.windows.empty()) {
+    s.in.prof.measure.repeats = static_cast<int>(s.in.result.windows.size());
+    s.in.prof.measure.max_repeats = 0;
+  }
   s.in.effective.notes.push_back("bottleneck: measured in one process, interleaved with " + other + " (" +
                                  std::to_string(rounds) + " rounds)");
   auto& mem = s.in.result.memory;

@@ -317,12 +317,27 @@ def main():
     loss_first = None
     status, error = "ok", None
     windows = []
+    stop = {"by": "repeats"}
+
+    def more_windows():
+        # measure.max_repeats, as trainbench's runner: another window while the windows are noisier
+        # than target_cv, up to max_repeats; ranks agree so all stop after the same window.
+        if not m.get("max_repeats"):
+            return False
+        rates = [w["samples_per_s"] for w in windows]
+        noisy = len(rates) > 1 and statistics.stdev(rates) / statistics.fmean(rates) > m["target_cv"]
+        if job:
+            flag = torch.tensor([1.0 if noisy else 0.0], device=device if job["backend"] == "nccl" else "cpu")
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            noisy = flag.item() > 0
+        stop["by"] = "max_repeats" if noisy else "target_cv"
+        return noisy and len(windows) < m["max_repeats"]
     try:
         for i in range(m["warmup_batches"]):
             one(False)
             if i == 0 and step:
                 loss_first = state["loss"].item()
-        for r in range(m["repeats"]):
+        while len(windows) < m["repeats"] or more_windows():
             sync()
             if job:
                 dist.barrier()
@@ -392,9 +407,11 @@ def main():
             "clock": "time.perf_counter", "notes": notes,
         },
         "model": {"arch": "resnet18", "parameters": params},
-        "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"]},
+        "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"],
+                    "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02)},
         "results": {
             "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"],
+            "stopped_by": stop["by"],
             "stages_s": {"data_wait": summ(waits, False)}, "h2d_overlap_share": None,
             "memory": {"device_peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if on_cuda else None,
                        "device_peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if on_cuda else None,

@@ -116,6 +116,22 @@ TEST_CASE("show output round-trips through load unchanged") {
   }
 }
 
+TEST_CASE("numbers in exponent form keep a '.' so YAML 1.1 readers (PyYAML) see floats, and round-trip") {
+  profile p;
+  p.train.optimizer.lr = 1e-5;
+  p.measure.target_cv = 1e-12;
+  p.dist.bucket_mb = 25;
+  const std::string yaml = to_yaml(p);
+  CHECK(yaml.find("lr: 1.0e-05") != std::string::npos);
+  CHECK(yaml.find("target_cv: 1.0e-12") != std::string::npos);
+  CHECK(yaml.find("bucket_mb: 25.0") != std::string::npos);
+  const auto dir = tbtest::scratch("exponents");
+  tbtest::write_text(dir / "p.yaml", yaml);
+  const profile q = load_profile(dir / "p.yaml").value;
+  CHECK(q.train.optimizer.lr == 1e-5);
+  CHECK(q.measure.target_cv == 1e-12);
+}
+
 TEST_CASE("the profile hash changes with the work, the workload hash ignores names and counts") {
   const auto dir = tbtest::scratch("hash");
   tbtest::write_text(dir / "p.yaml", "name: x\n");

@@ -169,6 +169,21 @@ TEST_CASE("gradient accumulation all-reduces only on the step that applies it") 
   CHECK(report["results"]["distributed"]["allreduce_span_s_median"].is_number());
 }
 
+TEST_CASE("noise-based stopping across two ranks: every rank stops after the same window") {
+  const auto dir = tbtest::scratch("dist-stopping");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  // A target no pair of windows meets: every rank keeps asking for more, up to the cap.
+  const auto r = two_ranks(" --config " + config + " --set measure.max_repeats=3 --set measure.target_cv=1e-12" +
+                           " --out " + (dir / "r{rank}.json").string());
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  for (const char* file : {"r0.json", "r1.json"}) {
+    const auto report = tbtest::read_json(dir / file);
+    CHECK(report["results"]["repeats"].size() == 3);
+    CHECK(report["results"]["stopped_by"] == "max_repeats");
+  }
+}
+
 TEST_CASE("a rank that never arrives fails the others within the timeout, naming it") {
   const auto dir = tbtest::scratch("dist-missing");
   const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 2}\n");
@@ -213,8 +228,8 @@ TEST_CASE("a launcher without dist.backend is refused, and dist.backend without 
   CHECK_THAT(report["effective"]["notes"].dump(), Catch::Contains("dist.backend: requested but ineffective"));
   CHECK(tbtest::run_cli("--config " + config + " --set dist.backend=gloo --strict -q").code == 2);
 
-  const auto nccl_on_cpu = tbtest::run_shell(rank_env(0, 1, free_port()) + "\"$TB\" --config " + config +
-                                             " --set dist.backend=nccl");
+  const auto nccl_on_cpu =
+      tbtest::run_shell(rank_env(0, 1, free_port()) + "\"$TB\" --config " + config + " --set dist.backend=nccl");
   CHECK(nccl_on_cpu.code == 2);
   CHECK_THAT(nccl_on_cpu.output, Catch::Contains("'nccl' needs a CUDA device"));
 }

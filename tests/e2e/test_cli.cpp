@@ -44,6 +44,29 @@ TEST_CASE("a tiny CPU run writes a report with the measured numbers") {
   CHECK(j["context"]["libtorch"] == "2.11.0");
 }
 
+TEST_CASE("noise-based stopping: windows are added while noisy, up to measure.max_repeats") {
+  const auto dir = tbtest::scratch("e2e-stopping");
+  const auto file = tbtest::tiny_profile(dir);  // repeats: 2
+  auto windows_and_reason = [&](const std::string& sets) {
+    const auto r = tbtest::run_cli("run -q -c '" + file + "'" + sets);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const auto j = tbtest::read_json(dir / "tiny.json");
+    CHECK(tbtest::schema_errors(j).empty());
+    return std::make_pair(j["results"]["repeats"].size(), j["results"]["stopped_by"].get<std::string>());
+  };
+  CHECK(windows_and_reason("") == std::make_pair(std::size_t{2}, std::string("repeats")));
+  // Any two windows are within a cv of 100: quiet after the minimum.
+  CHECK(windows_and_reason(" --set measure.max_repeats=6 --set measure.target_cv=100") ==
+        std::make_pair(std::size_t{2}, std::string("target_cv")));
+  // No two windows are within a cv of 1e-12: noisy up to the cap.
+  CHECK(windows_and_reason(" --set measure.max_repeats=4 --set measure.target_cv=1e-12") ==
+        std::make_pair(std::size_t{4}, std::string("max_repeats")));
+  const auto bad = tbtest::run_cli("run -c '" + file + "' --set measure.max_repeats=1");
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("measure.max_repeats") != std::string::npos);
+}
+
 TEST_CASE("switches that cannot work on a CPU are reported as ineffective, not faked") {
   const auto dir = tbtest::scratch("e2e-notes");
   const auto file =

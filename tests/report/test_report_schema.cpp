@@ -35,6 +35,9 @@ void validate(const json& v, const json& schema, const std::string& path, std::v
     errors.push_back(path + ": " + v.dump() + " not in " + schema["enum"].dump());
   if (schema.contains("minimum") && v.is_number() && v.get<double>() < schema["minimum"].get<double>())
     errors.push_back(path + ": below minimum");
+  if (schema.contains("exclusiveMinimum") && v.is_number() &&
+      v.get<double>() <= schema["exclusiveMinimum"].get<double>())
+    errors.push_back(path + ": not above exclusiveMinimum");
   if (v.is_object()) {
     if (schema.contains("required"))
       for (const auto& k : schema["required"])

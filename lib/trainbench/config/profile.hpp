@@ -75,7 +75,9 @@ struct backend_config {
 struct measure_config {
   int warmup_batches = 5;
   int measured_batches = 3;
-  int repeats = 1;
+  int repeats = 1;          // windows; the minimum when max_repeats is set
+  int max_repeats = 0;      // 0: exactly `repeats`; else add windows until target_cv or this many
+  double target_cv = 0.02;  // stdev / mean of the windows' samples/s at which adding windows stops
   nvtx_level nvtx = nvtx_level::batch;
 };
 

@@ -123,7 +123,11 @@ std::string format_double(double v) {
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, res.ptr);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  // YAML 1.1 readers (PyYAML, which the Python reference uses) take a float only with a '.'
+  // in the mantissa: "1e-05" would come back as a string, "1.0e-05" as 1e-05.
+  const std::size_t exponent = s.find_first_of("eE");
+  const std::size_t mantissa_end = exponent == std::string::npos ? s.size() : exponent;
+  if (s.find_first_of(".n") == std::string::npos) s.insert(mantissa_end, ".0");
   return s;
 }
 
@@ -378,6 +382,8 @@ void visit(V& v, profile& p) {
     v.field("warmup_batches", p.measure.warmup_batches);
     v.field("measured_batches", p.measure.measured_batches);
     v.field("repeats", p.measure.repeats);
+    v.field("max_repeats", p.measure.max_repeats);
+    v.field("target_cv", p.measure.target_cv);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
   });
   v.block("report", [&] { v.field("path", p.report.path); });
@@ -434,6 +440,10 @@ void validate(const reader& r, const profile& p) {
   at_least(p.measure.warmup_batches, 0, "measure.warmup_batches");
   at_least(p.measure.measured_batches, 1, "measure.measured_batches");
   at_least(p.measure.repeats, 1, "measure.repeats");
+  require(p.measure.max_repeats == 0 || p.measure.max_repeats >= p.measure.repeats, "measure.max_repeats",
+          "must be 0 (exactly measure.repeats windows) or >= measure.repeats (" + std::to_string(p.measure.repeats) +
+              "), got " + std::to_string(p.measure.max_repeats));
+  require(p.measure.target_cv > 0, "measure.target_cv", "must be > 0");
   require(!p.report.path.empty(), "report.path", "must not be empty");
   require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");

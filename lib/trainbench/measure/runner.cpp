@@ -2,7 +2,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
+
 #include "trainbench/measure/nvtx.hpp"
+#include "trainbench/measure/stats.hpp"
 #include "trainbench/util/interrupt.hpp"
 
 namespace trainbench {
@@ -17,7 +20,8 @@ void runner::run() {
   warmup();
   p_.probe->reset_peaks();
   p_.probe->start_sampling();
-  for (int r = 0; r < m_.repeats; ++r) measure_window(r);
+  const std::size_t first = result_.windows.size();
+  for (int r = 0; r < m_.repeats || more_windows(first, r); ++r) measure_window(r);
   p_.probe->stop_sampling();
   read_loss(result_.loss_last);
   if (p_.step) {
@@ -46,7 +50,8 @@ void runner::measure_window(int repeat) {
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);
     if (progress_)
-      progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1, static_cast<std::int64_t>(m_.repeats) * n,
+      progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
+                static_cast<std::int64_t>(std::max(m_.repeats, m_.max_repeats)) * n,
                 result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
   }
   window_times times;
@@ -58,6 +63,19 @@ void runner::measure_window(int repeat) {
   }
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
   if (!result_.loss_first) read_loss(result_.loss_first);  // no warmup: the first window's last loss
+}
+
+// Noise-based stopping (measure.max_repeats): one more window while this run's windows are
+// noisier than measure.target_cv. Ranks agree, so every rank stops after the same window.
+bool runner::more_windows(std::size_t first, int done) {
+  if (m_.max_repeats == 0) return false;
+  std::vector<double> rates;
+  for (std::size_t i = first; i < result_.windows.size(); ++i) rates.push_back(result_.windows[i].samples_per_s);
+  bool noisy = summarize(rates).cv > m_.target_cv;
+  if (p_.group)
+    for (const auto& rank : p_.group->all_gather({noisy ? 1.0 : 0.0})) noisy = noisy || rank.at(0) > 0;
+  result_.stopped_by = noisy ? "max_repeats" : "target_cv";
+  return noisy && done < m_.max_repeats;
 }
 
 template <class F>

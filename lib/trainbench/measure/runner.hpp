@@ -55,6 +55,7 @@ class runner {
   template <class F>
   void timed(stage_id s, int row, F&& work);
   void read_loss(std::optional<double>& into);
+  bool more_windows(std::size_t first, int done);
   void record_sync();
 
   pipeline& p_;

@@ -120,6 +120,7 @@ json results_json(const run_result& r) {
       {"samples_per_s", summary_json(rates, "samples/s", true)},
       {"repeats", repeats},
       {"warmup_batches_done", r.warmup_batches_done},
+      {"stopped_by", r.stopped_by},
       {"stages_s", stages},
       {"h2d_overlap_share", overlap},
       {"memory",
@@ -181,7 +182,9 @@ nlohmann::ordered_json make_report(const report_input& in) {
       {"measure",
        {{"warmup_batches", in.prof.measure.warmup_batches},
         {"measured_batches", in.prof.measure.measured_batches},
-        {"repeats", in.prof.measure.repeats}}},
+        {"repeats", in.prof.measure.repeats},
+        {"max_repeats", in.prof.measure.max_repeats},
+        {"target_cv", in.prof.measure.target_cv}}},
       {"results", results_json(in.result)},
   };
 }

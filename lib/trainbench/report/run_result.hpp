@@ -56,6 +56,9 @@ struct run_result {
   std::optional<double> loss_first, loss_last;
   std::optional<double> skipped_steps, loss_scale;
   std::int64_t warmup_batches_done = 0;
+  // Why measuring stopped: "repeats" (the fixed count), "target_cv" (the windows were quiet
+  // enough) or "max_repeats" (still noisy at the cap); see measure.max_repeats.
+  std::string stopped_by = "repeats";
   memory_result memory;
   telemetry_result telemetry;
 };
