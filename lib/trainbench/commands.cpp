@@ -364,6 +364,14 @@ int run_rounds(std::array<bottleneck_side, 2>& sides, int rounds) {
   return exit_code::ok;
 }
 
+// A side that was fine when the other failed stopped early too: its report must not say "ok".
+void share_failure(bottleneck_side& s, const bottleneck_side& other) {
+  if (s.in.status != "ok" || other.in.status == "ok") return;
+  s.in.status = other.in.status;
+  s.in.error_kind = other.in.error_kind;
+  s.in.error_message = "stopped because " + other.in.prof.name + " failed: " + other.in.error_message;
+}
+
 void finish_side(bottleneck_side& s, const std::string& other, int rounds) {
   if (s.run) s.in.result = s.run->result();
   // The report holds every round's windows (with noise-based stopping, rounds may differ).
@@ -371,8 +379,9 @@ void finish_side(bottleneck_side& s, const std::string& other, int rounds) {
     s.in.prof.measure.repeats = static_cast<int>(s.in.result.windows.size());
     s.in.prof.measure.max_repeats = 0;
   }
-  s.in.effective.notes.push_back("bottleneck: measured in one process, interleaved with " + other + " (" +
-                                 std::to_string(rounds) + " rounds)");
+  if (!other.empty())
+    s.in.effective.notes.push_back("bottleneck: measured in one process, interleaved with " + other + " (" +
+                                   std::to_string(rounds) + " rounds)");
   auto& mem = s.in.result.memory;
   if (mem.device_peak_allocated_bytes) {
     mem.device_peak_allocated_bytes.reset();
@@ -408,6 +417,8 @@ int bottleneck_command(const bottleneck_request& req) {
     throw config_error(lp.path.string(), "data.source",
                        "is device-synthetic already: there is no input pipeline to measure against the step alone");
   if (req.rounds < 1) throw input_error("bottleneck: --rounds must be at least 1, got " + std::to_string(req.rounds));
+  if (req.threshold_pct < 0) throw input_error("bottleneck: --threshold must be >= 0");
+  if (req.alpha <= 0 || req.alpha >= 1) throw input_error("bottleneck: --alpha must be in (0, 1)");
   if (read_launch(process_environment()).launcher != "none")
     throw input_error("bottleneck runs in one process; start it without torchrun or srun");
   const fs::path out = req.out.empty() ? fs::path("reports/bottleneck") / p.name : fs::path(req.out);
@@ -422,7 +433,9 @@ int bottleneck_command(const bottleneck_request& req) {
   prepare_side(sides[0], lp, p, req, code);
   if (sides[0].pipe) prepare_side(sides[1], lp, ceiling_profile(p, sides[0].pipe->batch_size), req, code);
   if (code == exit_code::ok) code = run_rounds(sides, req.rounds);
-  finish_side(sides[0], sides[1].in.prof.name, req.rounds);
+  share_failure(sides[0], sides[1]);
+  share_failure(sides[1], sides[0]);
+  finish_side(sides[0], sides[1].pipe ? sides[1].in.prof.name : "", req.rounds);
   finish_side(sides[1], p.name, req.rounds);
   for (const auto& s : sides)
     if (&s == &sides[0] || sides[0].pipe) write_file_atomic(out / s.file, make_report(s.in).dump(2) + "\n");

@@ -226,6 +226,27 @@ TEST_CASE("bottleneck finds a loop whose loading outweighs its step input-bound,
   CHECK(ceiling["effective"]["notes"].dump().find("interleaved with tiny") != std::string::npos);
 }
 
+TEST_CASE("Ctrl-C during bottleneck: both reports say interrupted, no verdict, exit 130") {
+  const auto dir = tbtest::scratch("e2e-bottleneck-sigint");
+  const auto file = tbtest::tiny_profile(dir);
+  const std::string log = (dir / "log.txt").string();
+  const auto r = tbtest::run_shell("\"$TB\" bottleneck -c '" + file + "' --out '" + (dir / "neck").string() +
+                                   "' --rounds 1 --set measure.measured_batches=100000 > " + log +
+                                   " 2>&1 & p=$!; i=0; until grep -q 'warmup:' " + log +
+                                   " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $p; wait $p;"
+                                   " echo rc=$?");
+  INFO(r.output);
+  CHECK(r.output.find("rc=130") != std::string::npos);
+  const auto loop = tbtest::read_json(dir / "neck" / "loop.json");
+  const auto ceiling = tbtest::read_json(dir / "neck" / "ceiling.json");
+  CHECK(loop["status"] == "interrupted");
+  CHECK(ceiling["status"] == "interrupted");  // it never ran: stopped with the loop
+  CHECK(ceiling["error"]["message"].get<std::string>().find("stopped because tiny failed") != std::string::npos);
+  CHECK(tbtest::schema_errors(loop).empty());
+  CHECK(tbtest::schema_errors(ceiling).empty());
+  CHECK_FALSE(fs::exists(dir / "neck" / "bottleneck.json"));
+}
+
 TEST_CASE("bottleneck refuses a profile with no input pipeline, and bad rounds, writing nothing") {
   const auto dir = tbtest::scratch("e2e-bottleneck-bad");
   const auto file = tbtest::tiny_profile(dir);
