@@ -35,10 +35,10 @@ bool well_formed_xml(const std::string& s, int& bars) {
 }  // namespace
 
 TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
-  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, ""},
-                                 {"01-workers", "8 workers", 150.0, ""},
-                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory"},
-                                 {"03-amp", "fp16 | autocast", 300.0, ""}};
+  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, "", {}},
+                                 {"01-workers", "8 workers", 150.0, "", {}},
+                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory", {}},
+                                 {"03-amp", "fp16 | autocast", 300.0, "", {}}};
   const std::string md = ladder_markdown(rungs);
   CHECK(md.find("| 01-workers | 8 workers | 150.0 | +50.0% | +50.0% |") != std::string::npos);
   CHECK(md.find("failed: CUDA out of memory") != std::string::npos);
@@ -46,6 +46,22 @@ TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
   int bars = 0;
   CHECK(well_formed_xml(ladder_svg(rungs, "t <&> \"q\""), bars));
   CHECK(bars == 4);
+}
+
+TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have the windows for one") {
+  ladder_rung a{"00-baseline", "base", 100.0, "", {99, 100, 101, 100.5, 99.5}};
+  ladder_rung b{"01-workers", "8 workers", 150.0, "", {149, 150, 151, 150.5, 149.5}};
+  ladder_rung c{"02-pin", "pinned", 151.0, "", {151, 152}};  // 5 vs 2 windows: P(U = 0) = 1/21, no 95% interval
+  const std::string md = ladder_markdown({a, b, c});
+  const auto row = [&](const std::string& rung) {
+    const auto at = md.find("| " + rung + " |");
+    return md.substr(at, md.find('\n', at) - at);
+  };
+  INFO(md);
+  // 5 vs 5: the 3rd smallest and 3rd largest pairwise ratios, 150.5/99.5 - 1 > change > 149.5/100.5 - 1.
+  CHECK(row("01-workers").find("+50.0% [+48.") != std::string::npos);
+  CHECK(row("01-workers").find("%, +51.") != std::string::npos);
+  CHECK(row("02-pin").find("[") == std::string::npos);
 }
 
 TEST_CASE("ladder runs the CPU profiles in natural order and writes md and svg") {
@@ -81,7 +97,8 @@ TEST_CASE("a failing rung is shown as failed with its reason and the ladder carr
   tbtest::write_text(dir / "rungs/02-huge.yaml",
                      "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\ndata: {image_size: 4000000}\n");
   tbtest::write_text(dir / "rungs/10-after.yaml", "extends: 01-ok.yaml\nname: after\ndescription: still runs\n");
-  const auto r = tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --quiet --out '" + (dir / "out").string() + "'");
+  const auto r =
+      tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --quiet --out '" + (dir / "out").string() + "'");
   INFO(r.output);
   CHECK(r.code == 1);
   std::ifstream md_in(dir / "out/ladder.md");

@@ -1,7 +1,5 @@
 #include "trainbench/report/ladder.hpp"
 
-#include "trainbench/dist/launch.hpp"
-
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -68,11 +66,21 @@ std::string xml_escape(const std::string& s) {
 
 std::string md_cell(std::string s) { return replace_all(std::move(s), "|", "\\|"); }
 
+// Whether a step up the ladder is real: its 95% interval, where both rungs have the windows for one.
+std::string step_interval(const std::vector<double>& before, const std::vector<double>& now) {
+  const auto i = interval_of_change(before, now, 0.95);
+  if (!i) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " [%+.1f%%, %+.1f%%]", i->low_pct, i->high_pct);
+  return buf;
+}
+
 }  // namespace
 
 std::string ladder_markdown(const std::vector<ladder_rung>& rungs) {
   std::string out = "| rung | what changed | samples/s | vs previous | vs first |\n|---|---|---:|---:|---:|\n";
   std::optional<double> first, previous;
+  const ladder_rung* previous_rung = nullptr;
   char buf[64];
   for (const auto& r : rungs) {
     if (!r.samples_per_s) {
@@ -82,9 +90,11 @@ std::string ladder_markdown(const std::vector<ladder_rung>& rungs) {
     const double v = *r.samples_per_s;
     std::snprintf(buf, sizeof buf, "%.1f", v);
     out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | " + buf + " | " +
-           (previous ? pct(v, *previous) : "–") + " | " + (first ? pct(v, *first) : "–") + " |\n";
+           (previous ? pct(v, *previous) + step_interval(previous_rung->windows, r.windows) : "–") + " | " +
+           (first ? pct(v, *first) : "–") + " |\n";
     if (!first) first = v;
     previous = v;
+    previous_rung = &r;
   }
   return out;
 }
@@ -163,6 +173,7 @@ int ladder_command(const ladder_request& req) {
         rung.failure = j["error"].value("message", "failed");
       else
         rung.samples_per_s = j["results"]["samples_per_s"]["median"].get<double>();
+      for (const auto& w : j["results"]["repeats"]) rung.windows.push_back(w["samples_per_s"].get<double>());
     }
     rungs.push_back(rung);
   }

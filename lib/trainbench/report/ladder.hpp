@@ -18,6 +18,7 @@ struct ladder_rung {
   std::string rung, change;             // file stem, description
   std::optional<double> samples_per_s;  // median; empty when the rung failed
   std::string failure;
+  std::vector<double> windows;  // samples/s per measured window: the interval of each step
 };
 
 std::vector<std::string> ladder_profiles(const std::vector<std::string>& inputs);
