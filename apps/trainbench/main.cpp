@@ -2,7 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "trainbench/commands.hpp"
+#include "trainbench/commands/commands.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
 #include "trainbench/util/error.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Assembles the stages a profile asks for on the device at hand, and records what really runs.
 #include "trainbench/config/profile.hpp"
-#include "trainbench/dist/launch.hpp"
+#include "trainbench/distributed/launch.hpp"
 #include "trainbench/measure/runner.hpp"
 #include "trainbench/report/run_result.hpp"
 

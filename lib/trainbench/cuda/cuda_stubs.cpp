@@ -1,6 +1,6 @@
 // Built only when LibTorch has no CUDA: every entry point says so.
 #include "trainbench/cuda/cuda_stages.hpp"
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {

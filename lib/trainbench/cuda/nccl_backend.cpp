@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 
 namespace trainbench {
 

@@ -6,8 +6,8 @@
 
 #include "trainbench/config/profile.hpp"
 #include "trainbench/data/loader.hpp"
-#include "trainbench/dist/grad_sync.hpp"
-#include "trainbench/dist/process_group.hpp"
+#include "trainbench/distributed/grad_sync.hpp"
+#include "trainbench/distributed/process_group.hpp"
 #include "trainbench/measure/clock.hpp"
 #include "trainbench/measure/probe.hpp"
 #include "trainbench/report/run_result.hpp"

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "trainbench/commands.hpp"
-#include "trainbench/dist/launch.hpp"
+#include "trainbench/commands/commands.hpp"
+#include "trainbench/distributed/launch.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "trainbench/dist/launch.hpp"
-#include "trainbench/dist/rank_merge.hpp"
+#include "trainbench/distributed/launch.hpp"
+#include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/util/error.hpp"
 
 using namespace trainbench;

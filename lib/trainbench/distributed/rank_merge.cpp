@@ -1,4 +1,4 @@
-#include "trainbench/dist/rank_merge.hpp"
+#include "trainbench/distributed/rank_merge.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "trainbench/dist/process_group.hpp"
+#include "trainbench/distributed/process_group.hpp"
 
 namespace trainbench {
 

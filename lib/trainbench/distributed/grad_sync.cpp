@@ -1,4 +1,4 @@
-#include "trainbench/dist/grad_sync.hpp"
+#include "trainbench/distributed/grad_sync.hpp"
 
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
@@ -7,7 +7,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {

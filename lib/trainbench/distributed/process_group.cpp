@@ -1,4 +1,4 @@
-#include "trainbench/dist/process_group.hpp"
+#include "trainbench/distributed/process_group.hpp"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {

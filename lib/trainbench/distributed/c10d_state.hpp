@@ -1,5 +1,5 @@
 #pragma once
-// c10d's objects, for the .cpp files of dist/ only (the c10d headers are heavy).
+// c10d's objects, for the .cpp files of distributed/ only (the c10d headers are heavy).
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

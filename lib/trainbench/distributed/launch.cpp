@@ -1,4 +1,4 @@
-#include "trainbench/dist/launch.hpp"
+#include "trainbench/distributed/launch.hpp"
 
 #include <cstdlib>
 

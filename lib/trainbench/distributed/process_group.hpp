@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
-#include "trainbench/dist/launch.hpp"
+#include "trainbench/distributed/launch.hpp"
 
 namespace trainbench {
 
-struct process_group_state;  // c10d objects, see dist/c10d_state.hpp
+struct process_group_state;  // c10d objects, see distributed/c10d_state.hpp
 
 class process_group {
  public:

@@ -1,5 +1,5 @@
 // Built instead of gloo_backend.cpp when the Gloo headers were not found at configure time.
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {

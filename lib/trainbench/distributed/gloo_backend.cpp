@@ -6,7 +6,7 @@
 #include <c10/util/env.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "trainbench/dist/c10d_state.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 
 namespace trainbench {
 

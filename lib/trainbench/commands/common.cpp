@@ -1,0 +1,157 @@
+#include "trainbench/commands/common.hpp"
+
+#include <c10/util/Exception.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/data/dataset.hpp"
+#include "trainbench/measure/nvtx.hpp"
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
+#include "trainbench/util/torch_compat.hpp"
+
+namespace trainbench {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string human_bytes(std::int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void print_dist(const dist_result& d) {
+  std::printf("  ranks        %d x %s (%s), global batch %lld, %zu gradient buckets\n", d.world, d.backend.c_str(),
+              d.launcher.c_str(), static_cast<long long>(d.global_batch_size), d.bucket_bytes.size());
+  for (const auto& rr : d.ranks) {
+    std::vector<double> rates;
+    for (const auto& w : rr.windows) rates.push_back(w.samples_per_s);
+    if (rates.empty()) continue;
+    std::printf("  rank %-7d median %.1f samples/s", rr.rank, summarize(rates).median);
+    if (rr.allreduce_s_median) std::printf(", all-reduce wait %.3f ms", 1000.0 * *rr.allreduce_s_median);
+    std::printf("\n");
+  }
+  if (d.scaling_efficiency)
+    std::printf("  scaling      %.1f%% of %d x %.1f samples/s (%s)\n", 100.0 * *d.scaling_efficiency, d.world,
+                *d.baseline_samples_per_s, d.baseline_report->c_str());
+}
+
+}  // namespace
+
+context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
+  context_info c = host_context(command_line);
+  const cuda_versions v = cuda_library_versions();
+  c.libtorch = compat::libtorch_version();
+  c.cuda = v.runtime;
+  c.cudnn = v.cudnn;
+  c.nvtx = nvtx_compiled_in();
+  if (e.device.rfind("cuda", 0) == 0) {
+    const cuda_device_facts f = cuda_device_info(c10::Device(e.device));
+    c.gpu = gpu_info{f.name, f.uuid, f.driver.empty() ? "unknown (no NVML)" : f.driver, f.memory_bytes};
+  }
+  const fs::path data_dir = p.data.path.empty() ? default_data_path(p.data.source) : fs::path(p.data.path);
+  c.data_generated = p.data.source == data_source::cifar10 && fs::exists(data_dir / "GENERATED");
+  return c;
+}
+
+void print_summary(const report_input& in) {
+  const auto& r = in.result;
+  std::vector<double> rates;
+  for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
+  std::printf("%s: %s on %s\n", in.prof.name.c_str(), in.status.c_str(), in.effective.device_name.c_str());
+  if (!rates.empty()) {
+    const summary s = summarize(rates);
+    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s)\n", s.median, s.q1, s.q3, s.n,
+                s.n == 1 ? "" : "s");
+  }
+  for (int k = 0; k < stage_count; ++k) {
+    auto it = r.stages_s.find(stage_name(static_cast<stage_id>(k)));
+    if (it != r.stages_s.end())
+      std::printf("  %-12s median %8.3f ms per batch\n", it->first.c_str(), 1000.0 * quantile(it->second, 0.5));
+  }
+  if (r.memory.device_peak_allocated_bytes)
+    std::printf("  device peak  %s allocated, %s reserved\n",
+                human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),
+                human_bytes(*r.memory.device_peak_reserved_bytes).c_str());
+  if (r.memory.host_peak_rss_bytes)
+    std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
+  if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  if (r.dist) print_dist(*r.dist);
+  for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
+  std::fflush(stdout);
+}
+
+progress_fn make_progress(bool quiet) {
+  if (quiet) return {};
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  return [tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
+    if (tty) {
+      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done),
+                   static_cast<long long>(total));
+      if (rate > 0) std::fprintf(stderr, "  last window %.1f samples/s", rate);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (done == total) {
+      log_info(std::string(phase) + ": " + std::to_string(total) + " batches done");
+    }
+  };
+}
+
+int record_failure(report_input& in) {
+  try {
+    throw;
+  } catch (const interrupted_error& e) {
+    in.status = "interrupted";
+    in.error_kind = "interrupted";
+    in.error_message = e.what();
+    return exit_code::interrupted;
+  } catch (const run_error& e) {
+    in.status = "error";
+    in.error_kind = e.kind();
+    in.error_message = e.what();
+  } catch (const c10::OutOfMemoryError& e) {
+    // Never shrink the batch silently (a "regression" that is really a smaller batch).
+    in.status = "error";
+    in.error_kind = "out_of_memory";
+    in.error_message = "out of device memory at train.batch_size " + std::to_string(in.prof.train.batch_size) +
+                       "; use train.batch_size: auto to find the largest batch that fits. " +
+                       e.what_without_backtrace();
+  } catch (const c10::Error& e) {
+    in.status = "error";
+    in.error_kind = "runtime";
+    in.error_message = e.what_without_backtrace();  // the C++ stack trace helps nobody reading a report
+  } catch (const std::exception& e) {
+    in.status = "error";
+    in.error_kind = "runtime";
+    in.error_message = e.what();
+  }
+  return exit_code::failed;
+}
+
+std::optional<pipeline> build_for_report(const loaded_profile& lp, const profile& p, const build_options& bo,
+                                         report_input& in, int& code) {
+  try {
+    return build_pipeline(p, bo, in.effective, in.parameters);
+  } catch (const config_error& e) {
+    if (!e.where().empty()) throw;
+    throw config_error(lp.path.string(), e.key(), e.message());
+  } catch (const input_error& e) {
+    throw input_error(lp.path.string() + ": " + e.what());
+  } catch (...) {
+    code = record_failure(in);
+  }
+  return std::nullopt;
+}
+
+void log_settings(const profile& p, const effective_settings& e) {
+  log_info(p.name + ": device " + e.device + " (" + e.device_name + "), " + std::to_string(e.intra_op_threads) +
+           " intra-op threads, " + std::to_string(e.loader_workers) + " loader workers, " +
+           std::to_string(e.loader_slots) + " batch buffers");
+  for (const auto& n : e.notes) log_warn(n);
+}
+
+}  // namespace trainbench

@@ -1,0 +1,109 @@
+#include <iostream>
+
+#include "trainbench/commands/commands.hpp"
+#include "trainbench/commands/common.hpp"
+#include "trainbench/distributed/rank_merge.hpp"
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/stages/weights.hpp"
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/fs.hpp"
+#include "trainbench/util/interrupt.hpp"
+#include "trainbench/util/log.hpp"
+#include "trainbench/util/text.hpp"
+
+namespace trainbench {
+
+namespace {
+
+void describe_dist(const pipeline& pipe, const profile& p, const run_request& req, std::optional<double> baseline,
+                   dist_result& d) {
+  const launch_info& l = pipe.group->launch();
+  d.backend = pipe.group->backend_name();
+  d.launcher = l.launcher;
+  d.world = l.world;
+  d.rank = l.rank;
+  d.local_world = l.local_world;
+  d.global_batch_size = pipe.batch_size * l.world;
+  d.bucket_cap_mb = p.dist.bucket_mb;
+  if (pipe.sync) d.bucket_bytes = pipe.sync->bucket_bytes();
+  d.baseline_samples_per_s = baseline;
+  if (baseline) d.baseline_report = req.baseline;
+}
+
+// Every rank sends its windows to every other; all end up with the job's figures.
+void gather_ranks(pipeline& pipe, run_result& r) {
+  // With noise-based stopping the count exceeds measure.repeats, but it is the same on every rank.
+  const int windows = static_cast<int>(r.windows.size());
+  const auto all = pipe.group->all_gather(pack_rank(r, windows));
+  merge_ranks(r, all, windows);
+  dist_result& d = *r.dist;
+  if (d.baseline_samples_per_s && !r.windows.empty()) {
+    std::vector<double> rates;
+    for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
+    d.scaling_efficiency = summarize(rates).median / (d.world * *d.baseline_samples_per_s);
+  }
+}
+
+}  // namespace
+
+int run_command(const run_request& req) {
+  // Bad input (profile, data, switches refused by --strict) is found before anything is
+  // written: exit 2, no report.
+  loaded_profile lp = load_profile(req.config, req.sets);
+  const profile& p = lp.value;
+  build_options bo;
+  bo.strict = req.strict;
+  bo.with_step = !req.data_only;
+  bo.launch = read_launch(process_environment());
+  // In a data-parallel job rank 0 writes the report; the others only where the path has {rank}.
+  const std::string path_template = req.out.empty() ? report_path_for(p) : req.out;
+  const std::string report_path = replace_all(path_template, "{rank}", std::to_string(bo.launch.rank));
+  const bool writes_report = bo.launch.rank == 0 || path_template.find("{rank}") != std::string::npos;
+  std::optional<double> baseline;
+  if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, per_rank_workload_hash(p));
+  set_log_quiet(req.quiet || bo.launch.rank != 0);
+
+  report_input in;
+  in.prof = p;
+  in.profile_path = lp.path.string();
+  in.context = host_context(req.command_line);
+  install_interrupt_handler();
+  int code = exit_code::ok;
+  std::optional<pipeline> pipe = build_for_report(lp, p, bo, in, code);
+  in.context = full_context(req.command_line, in.effective, p);
+  if (pipe) {
+    log_settings(p, in.effective);
+    runner run(*pipe, p.measure, make_progress(req.quiet || bo.launch.rank != 0));
+    try {
+      run.run();
+    } catch (...) {
+      code = record_failure(in);
+    }
+    in.result = run.result();
+    if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
+      const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
+      try {
+        save_weights(*pipe->step->model(), file);
+        log_info("weights written to " + file);
+      } catch (...) {
+        code = record_failure(in);  // the measurements stand; the report says what failed
+      }
+    }
+    if (pipe->group) {
+      in.result.dist.emplace();
+      describe_dist(*pipe, p, req, baseline, *in.result.dist);
+      try {
+        if (code == exit_code::ok) gather_ranks(*pipe, in.result);
+      } catch (...) {
+        code = record_failure(in);
+      }
+    }
+  }
+  if (writes_report) write_file_atomic(report_path, make_report(in).dump(2) + "\n");
+  if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
+  if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
+  if (writes_report) log_info("report written to " + report_path);
+  return code;
+}
+
+}  // namespace trainbench
