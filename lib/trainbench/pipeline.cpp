@@ -74,10 +74,10 @@ void choose_threads(const profile& p, bool on_cuda, int local_world, effective_s
   // On a GPU run the intra-op pool is mostly idle, so only a CPU run really competes.
   const unsigned wanted = static_cast<unsigned>((e.intra_op_threads + p.data.workers) * local_world);
   if (!on_cuda && wanted > cores) {
-    e.notes.push_back("threads: " + std::to_string(e.intra_op_threads) + " intra-op + " +
-                      std::to_string(p.data.workers) + " loader workers" +
-                      (local_world > 1 ? " per rank, " + std::to_string(local_world) + " ranks" : std::string()) +
-                      " on " + std::to_string(cores) + " cores: they compete for the CPU (set 'threads' to share the cores)");
+    e.notes.push_back(
+        "threads: " + std::to_string(e.intra_op_threads) + " intra-op + " + std::to_string(p.data.workers) +
+        " loader workers" + (local_world > 1 ? " per rank, " + std::to_string(local_world) + " ranks" : std::string()) +
+        " on " + std::to_string(cores) + " cores: they compete for the CPU (set 'threads' to share the cores)");
   }
 }
 
@@ -125,8 +125,8 @@ device_batch make_device_synthetic(const profile& p, c10::Device device, std::in
   return {images, labels, 0, batch};
 }
 
-resnet18 make_model(const profile& p, c10::Device device, effective_settings& e) {
-  resnet18 model(p.model.num_classes);
+resnet make_model(const profile& p, c10::Device device, effective_settings& e) {
+  resnet model = make_resnet(p.model.arch, p.model.num_classes);
   if (!p.model.weights.empty()) load_weights(*model, p.model.weights);
   model->to(device);
   if (p.model.channels_last) {
@@ -152,6 +152,7 @@ step_options make_step_options(const profile& p, c10::Device device) {
 batch_search_request search_request(const profile& p, c10::Device device) {
   batch_search_request r;
   r.device = device;
+  r.arch = p.model.arch;
   r.num_classes = p.model.num_classes;
   r.image_size = p.data.image_size;
   r.channels_last = p.model.channels_last;
@@ -189,8 +190,9 @@ void check_same_profile(process_group& group, const profile& p) {
   const auto all = group.all_gather(mine);
   for (std::size_t r = 0; r < all.size(); ++r)
     if (all[r] != all[0])
-      throw config_error("", "dist", "rank " + std::to_string(r) + " runs a different profile than rank 0 (hash " +
-                                         "mismatch): every rank must get the same profile and --set options");
+      throw config_error("", "dist",
+                         "rank " + std::to_string(r) + " runs a different profile than rank 0 (hash " +
+                             "mismatch): every rank must get the same profile and --set options");
 }
 
 // torchrun and srun start one process per GPU: `auto` and `cuda` mean this node's LOCAL_RANK-th GPU.
@@ -230,7 +232,8 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   if (out.group) check_same_profile(*out.group, p);
   if (out.group && on_cuda && p.backend.cuda_graph) {
     const std::string why = "the gradient all-reduce runs from autograd hooks, which a captured graph does not replay";
-    if (o.strict) throw config_error("", "backend.cuda_graph", "has no effect here (" + why + ") and --strict was given");
+    if (o.strict)
+      throw config_error("", "backend.cuda_graph", "has no effect here (" + why + ") and --strict was given");
     e.notes.push_back("backend.cuda_graph: requested but ineffective: " + why);
   }
   std::int64_t batch = p.train.batch_size;
@@ -263,15 +266,15 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     e.dataset = "device-synthetic";
   }
   if (o.with_step) {
-    resnet18 model = make_model(p, device, e);
+    resnet model = make_model(p, device, e);
     parameters = parameter_count(*model);
     if (out.group) {
       // Every rank starts from rank 0's weights (and batch-norm statistics), as DDP does.
       std::vector<at::Tensor> state = model->parameters();
       for (auto& b : model->buffers()) state.push_back(b);
       out.group->broadcast_from_rank0(state);
-      out.sync = std::make_unique<grad_sync>(model->parameters(), *out.group, p.dist.bucket_mb,
-                                             p.train.grad_accumulation);
+      out.sync =
+          std::make_unique<grad_sync>(model->parameters(), *out.group, p.dist.bucket_mb, p.train.grad_accumulation);
     }
     const step_options so = make_step_options(p, device);
     e.amp = to_string(p.train.amp);

@@ -32,8 +32,8 @@ int free_port() {
 }
 
 std::string rank_env(int rank, int world, int port) {
-  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) + " LOCAL_RANK=" +
-         std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
+         " LOCAL_RANK=" + std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
 }
 
@@ -73,7 +73,7 @@ const std::string five_steps =
     " --set train.optimizer.lr=0.05";
 
 std::vector<at::Tensor> parameters_of(const fs::path& weights) {
-  resnet18 model(10);
+  resnet model = make_resnet("resnet18", 10);
   load_weights(*model, weights);
   return model->parameters();
 }
@@ -135,7 +135,7 @@ TEST_CASE("two ranks over Gloo hold identical parameters, equal to one process o
   const auto reference = reference_after_five_steps(config);
   const auto initial = [&] {
     at::manual_seed(1);
-    return resnet18(10)->parameters();
+    return make_resnet("resnet18", 10)->parameters();
   }();
   CHECK(max_relative_difference(reference, initial) > 1e-3);  // training moved the weights
   CHECK(max_relative_difference(w0, reference) < 1e-4);

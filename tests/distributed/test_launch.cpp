@@ -45,11 +45,8 @@ TEST_CASE("torchrun's variables, including its agent store") {
 }
 
 TEST_CASE("torchrun wins over Slurm when both are present") {
-  const launch_info l = read_launch(env_of({{"RANK", "1"},
-                                            {"WORLD_SIZE", "2"},
-                                            {"MASTER_ADDR", "a"},
-                                            {"SLURM_PROCID", "0"},
-                                            {"SLURM_NTASKS", "1"}}));
+  const launch_info l = read_launch(
+      env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
   CHECK(l.launcher == "torchrun");
   CHECK(l.rank == 1);
   CHECK_FALSE(l.agent_store);

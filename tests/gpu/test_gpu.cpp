@@ -64,7 +64,7 @@ TEST_CASE("graphed step matches an eager twin after 5 steps, and its replays kee
     const double tol = amp == amp_mode::off ? 1e-4 : 2e-2;  // AMP tolerance: different kernels, same math
     const auto data = batches(6, 32);
     at::manual_seed(0);
-    resnet18 graphed(10), eager(10);
+    resnet graphed = make_resnet("resnet18", 10), eager = make_resnet("resnet18", 10);
     graphed->to(at::kCUDA);
     eager->to(at::kCUDA);
     {
@@ -105,7 +105,7 @@ TEST_CASE("graphed step matches an eager twin after 5 steps, and its replays kee
 TEST_CASE("fp16 scaler skips a step with an injected inf on CUDA", "[gpu]") {
   require_cuda();
   at::manual_seed(0);
-  resnet18 model(10);
+  resnet model = make_resnet("resnet18", 10);
   model->to(at::kCUDA);
   auto step = make_eager_step(model, cuda_options(amp_mode::fp16));
   const auto data = batches(1, 32);

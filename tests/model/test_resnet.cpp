@@ -12,7 +12,7 @@
 using namespace trainbench;
 
 TEST_CASE("ResNet-18 has torchvision's parameter counts") {
-  resnet18 m1000(1000), m10(10);
+  resnet m1000 = make_resnet("resnet18", 1000), m10 = make_resnet("resnet18", 10);
   CHECK(parameter_count(*m1000) == 11689512);
   CHECK(parameter_count(*m10) == 11181642);
 }
@@ -23,7 +23,7 @@ TEST_CASE("ResNet-18 state-dict keys equal torchvision's") {
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) expected.insert(line);
   REQUIRE(expected.size() == 122);
-  resnet18 m(10);
+  resnet m = make_resnet("resnet18", 10);
   std::set<std::string> actual;
   for (const auto& p : m->named_parameters()) actual.insert(p.key());
   for (const auto& b : m->named_buffers()) actual.insert(b.key());
@@ -33,7 +33,7 @@ TEST_CASE("ResNet-18 state-dict keys equal torchvision's") {
 
 TEST_CASE("torchvision's init: BN weight 1 and bias 0, conv fan-out std") {
   at::manual_seed(0);
-  resnet18 m(10);
+  resnet m = make_resnet("resnet18", 10);
   for (const auto& p : m->named_parameters()) {
     if (p.key() == "bn1.weight") CHECK(p.value().eq(1).all().item<bool>());
     if (p.key() == "bn1.bias") CHECK(p.value().eq(0).all().item<bool>());
@@ -49,15 +49,15 @@ TEST_CASE("torchvision's init: BN weight 1 and bias 0, conv fan-out std") {
 TEST_CASE("weights: save and load round trip, mismatches are listed") {
   const auto dir = tbtest::scratch("weights");
   at::manual_seed(1);
-  resnet18 a(10);
+  resnet a = make_resnet("resnet18", 10);
   save_weights(*a, dir / "w.pt");
   at::manual_seed(2);
-  resnet18 b(10);
+  resnet b = make_resnet("resnet18", 10);
   load_weights(*b, dir / "w.pt");
   const auto pa = a->named_parameters(), pb = b->named_parameters();
   for (const auto& p : pa) CHECK(at::equal(p.value(), pb[p.key()]));
 
-  resnet18 other(7);  // fc has 7 outputs: mis-shaped keys
+  resnet other = make_resnet("resnet18", 7);  // fc has 7 outputs: mis-shaped keys
   try {
     load_weights(*other, dir / "w.pt");
     FAIL("no error");

@@ -18,7 +18,7 @@ device_batch fixed_batch(std::int64_t n, std::int64_t size, std::uint64_t seed) 
 
 double run_steps(amp_mode amp, bool scaler, int steps, double& first) {
   at::manual_seed(0);
-  resnet18 model(10);
+  resnet model = make_resnet("resnet18", 10);
   step_options o;
   o.amp = amp;
   o.scaler = scaler;
@@ -58,7 +58,7 @@ TEST_CASE("loss falls over a few dozen steps on a fixed batch: fp32, bf16, fp16 
 
 TEST_CASE("autocast really changes what runs, and only inside the forward") {
   at::manual_seed(0);
-  resnet18 model(10);
+  resnet model = make_resnet("resnet18", 10);
   step_options o;
   o.amp = amp_mode::bf16;
   auto step = make_eager_step(model, o);
@@ -79,7 +79,7 @@ TEST_CASE("gradient accumulation k=4 at batch 8 matches batch 32") {
   const auto big = fixed_batch(32, 16, 3);
   auto train = [&](int k) {
     at::manual_seed(0);
-    resnet18 model(10);
+    resnet model = make_resnet("resnet18", 10);
     model->eval();  // BatchNorm statistics per micro-batch would differ; compare the arithmetic
     step_options o;
     o.accumulation = k;
@@ -168,7 +168,7 @@ TEST_CASE("grad scaler: an inf skips the step and backs off, then growth after t
 
 TEST_CASE("the step counts skipped fp16 steps on the device") {
   at::manual_seed(0);
-  resnet18 model(10);
+  resnet model = make_resnet("resnet18", 10);
   step_options o;
   o.amp = amp_mode::fp16;
   o.scaler = true;

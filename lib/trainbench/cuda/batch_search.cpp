@@ -25,7 +25,7 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
   bool ok = true;
   try {
     at::manual_seed(0);
-    resnet18 model(r.num_classes);
+    resnet model = make_resnet(r.arch, r.num_classes);
     model->to(r.device);
     if (r.channels_last)
       for (auto& p : model->parameters())

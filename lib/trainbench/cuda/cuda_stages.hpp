@@ -27,11 +27,12 @@ std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device device, const tra
 // Times compute-stream stages with CUDA events and h2d on the transfer's copy stream if it has one.
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device device, const transfer_stage* transfer);
 std::unique_ptr<device_probe> make_cuda_probe(c10::Device device);
-std::unique_ptr<train_step> make_graph_step(resnet18 model, const step_options& options,
+std::unique_ptr<train_step> make_graph_step(resnet model, const step_options& options,
                                             const std::vector<std::int64_t>& input_shape, bool channels_last);
 
 struct batch_search_request {
   c10::Device device = c10::kCUDA;
+  std::string arch = "resnet18";
   int num_classes = 10;
   int image_size = 224;
   bool channels_last = false;

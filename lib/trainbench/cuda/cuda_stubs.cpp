@@ -14,7 +14,7 @@ cuda_device_facts cuda_device_info(c10::Device) { no_cuda(); }
 std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device, const transfer_config&, bool) { no_cuda(); }
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device, const transfer_stage*) { no_cuda(); }
 std::unique_ptr<device_probe> make_cuda_probe(c10::Device) { no_cuda(); }
-std::unique_ptr<train_step> make_graph_step(resnet18, const step_options&, const std::vector<std::int64_t>&, bool) {
+std::unique_ptr<train_step> make_graph_step(resnet, const step_options&, const std::vector<std::int64_t>&, bool) {
   no_cuda();
 }
 std::int64_t search_batch_size(const batch_search_request&, std::vector<std::pair<std::int64_t, bool>>&) { no_cuda(); }

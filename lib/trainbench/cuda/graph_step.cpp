@@ -41,7 +41,7 @@ class capture_guard {
 
 class graph_step final : public train_step {
  public:
-  graph_step(resnet18 model, const step_options& o, const std::vector<std::int64_t>& shape, bool channels_last)
+  graph_step(resnet model, const step_options& o, const std::vector<std::int64_t>& shape, bool channels_last)
       : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
     auto f = at::TensorOptions().device(o.device);
     static_images_ = at::zeros(shape, f.dtype(at::kFloat));
@@ -65,7 +65,7 @@ class graph_step final : public train_step {
   at::Tensor last_loss() const override { return static_loss_; }
   at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
-  const resnet18& model() const override { return model_; }
+  const resnet& model() const override { return model_; }
   std::string describe() const override {
     return "CUDA graph of forward + loss + backward + SGD" + std::string(scaler_ ? " + loss scaling" : "") +
            " (captured after " + std::to_string(warmup_steps) + " eager warm-up steps on a side stream)";
@@ -123,7 +123,7 @@ class graph_step final : public train_step {
     at::autocast::set_autocast_cache_enabled(true);
   }
 
-  resnet18 model_;
+  resnet model_;
   step_options options_;
   sgd optimizer_;
   std::optional<grad_scaler> scaler_;
@@ -133,7 +133,7 @@ class graph_step final : public train_step {
 
 }  // namespace
 
-std::unique_ptr<train_step> make_graph_step(resnet18 model, const step_options& options,
+std::unique_ptr<train_step> make_graph_step(resnet model, const step_options& options,
                                             const std::vector<std::int64_t>& input_shape, bool channels_last) {
   return std::make_unique<graph_step>(std::move(model), options, input_shape, channels_last);
 }

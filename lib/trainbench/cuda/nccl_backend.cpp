@@ -1,9 +1,9 @@
 // ProcessGroupNCCL for data-parallel runs on CUDA. Compiled against the nccl.h of the wheel's
 // own NCCL package (found by CMake), since ProcessGroupNCCL::Options holds an ncclConfig_t by value.
 #include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "trainbench/distributed/c10d_state.hpp"
 

@@ -3,6 +3,8 @@
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/init.h>
 
+#include "trainbench/util/error.hpp"
+
 namespace trainbench {
 namespace nn = torch::nn;
 
@@ -30,7 +32,7 @@ nn::Sequential make_layer(int64_t in, int64_t out, int64_t stride) {
 }
 }  // namespace
 
-resnet18_impl::resnet18_impl(int64_t num_classes) {
+resnet_impl::resnet_impl(int64_t num_classes) {
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
   bn1 = register_module("bn1", nn::BatchNorm2d(64));
   layer1 = register_module("layer1", make_layer(64, 64, 1));
@@ -51,12 +53,17 @@ resnet18_impl::resnet18_impl(int64_t num_classes) {
   }
 }
 
-torch::Tensor resnet18_impl::forward(const torch::Tensor& x) {
+torch::Tensor resnet_impl::forward(const torch::Tensor& x) {
   torch::Tensor y = torch::relu(bn1(conv1(x)));
   y = torch::max_pool2d(y, 3, 2, 1);
   y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
   y = torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
   return fc(y);
+}
+
+resnet make_resnet(const std::string& arch, std::int64_t num_classes) {
+  TB_ASSERT(arch == "resnet18", "model.arch '" + arch + "' passed validation but has no factory entry");
+  return resnet(num_classes);
 }
 
 std::int64_t parameter_count(torch::nn::Module& m) {

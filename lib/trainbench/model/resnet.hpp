@@ -1,11 +1,13 @@
 #pragma once
-// ResNet-18 with torchvision's module tree, state-dict names and initialisation.
+// ResNets with torchvision's module tree, state-dict names and initialisation, made by name.
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include <string>
 
 namespace trainbench {
 
@@ -21,9 +23,9 @@ class basic_block_impl : public torch::nn::Module {
 };
 TORCH_MODULE_IMPL(basic_block, basic_block_impl);
 
-class resnet18_impl : public torch::nn::Module {
+class resnet_impl : public torch::nn::Module {
  public:
-  explicit resnet18_impl(int64_t num_classes);
+  explicit resnet_impl(int64_t num_classes);  // ResNet-18
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -32,7 +34,10 @@ class resnet18_impl : public torch::nn::Module {
   torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
   torch::nn::Linear fc{nullptr};
 };
-TORCH_MODULE_IMPL(resnet18, resnet18_impl);
+TORCH_MODULE_IMPL(resnet, resnet_impl);
+
+// The model factory: every architecture model.arch accepts is made here, by its torchvision name.
+resnet make_resnet(const std::string& arch, std::int64_t num_classes);
 
 std::int64_t parameter_count(torch::nn::Module& m);
 

@@ -17,7 +17,7 @@ namespace {
 
 class eager_step final : public train_step {
  public:
-  eager_step(resnet18 model, const step_options& o)
+  eager_step(resnet model, const step_options& o)
       : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
     if (o.scaler) scaler_.emplace(o.device);
   }
@@ -48,13 +48,13 @@ class eager_step final : public train_step {
   at::Tensor last_loss() const override { return loss_.detach(); }
   at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
-  const resnet18& model() const override { return model_; }
+  const resnet& model() const override { return model_; }
   std::string describe() const override {
     return std::string("eager") + (options_.optimizer.foreach ? ", foreach SGD" : ", per-parameter SGD");
   }
 
  private:
-  resnet18 model_;
+  resnet model_;
   step_options options_;
   sgd optimizer_;
   std::optional<grad_scaler> scaler_;
@@ -64,7 +64,7 @@ class eager_step final : public train_step {
 
 }  // namespace
 
-std::unique_ptr<train_step> make_eager_step(resnet18 model, const step_options& options) {
+std::unique_ptr<train_step> make_eager_step(resnet model, const step_options& options) {
   return std::make_unique<eager_step>(std::move(model), options);
 }
 

@@ -25,7 +25,7 @@ class train_step {
   virtual at::Tensor skipped_steps() const { return {}; }
   virtual at::Tensor loss_scale() const { return {}; }
   virtual std::string describe() const = 0;
-  virtual const resnet18& model() const = 0;
+  virtual const resnet& model() const = 0;
   // A CUDA graph's static inputs, which the transfer stage may write into directly.
   virtual std::pair<at::Tensor, at::Tensor> static_inputs() const { return {}; }
 };
@@ -38,7 +38,7 @@ struct step_options {
   optimizer_config optimizer;
 };
 
-std::unique_ptr<train_step> make_eager_step(resnet18 model, const step_options& options);
+std::unique_ptr<train_step> make_eager_step(resnet model, const step_options& options);
 
 at::ScalarType amp_dtype(amp_mode mode);
 
