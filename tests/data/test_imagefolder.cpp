@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <iterator>
 
 #include "helpers.hpp"
 #include "trainbench/data/jpeg.hpp"
@@ -301,4 +302,45 @@ TEST_CASE("image-folder loader: slots are reused, nothing grows per batch after 
     loader.release(batch);
   }
   CHECK(static_cast<int>(buffers.size()) == loader.slots());
+}
+
+TEST_CASE("data.decode: device batches carry each file's bytes and the host sampler's crop") {
+  const auto root = tbtest::scratch("if-encoded");
+  for (int i = 0; i < 6; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(60 + i, 44, i));
+  const auto ds = read_image_folder(root, "train");
+  const file_list& files = *ds->files();
+  auto o = folder_loader(1, 3);
+  o.encoded = true;
+  batch_loader loader(ds, o);
+  folder_options fo;
+  fo.image_size = 16;
+  fo.seed = 5;
+  bad_files bad(files.size());
+  folder_reader host(files, fo, bad);
+  std::vector<float> out(3 * 16 * 16);
+  load_counters counters(1);
+  std::vector<load_sink*> sinks{&counters};
+  for (int b = 0; b < 4; ++b) {
+    const host_batch& batch = loader.next();
+    REQUIRE(batch.encoded);
+    CHECK_FALSE(batch.images.defined());
+    const encoded_batch& e = *batch.encoded;
+    REQUIRE(e.plans.size() == 3);
+    const auto idx = loader.batch_indices(b);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(e.indices[i] == idx[i]);
+      std::ifstream in(files.path(idx[i]), std::ios::binary);
+      const std::vector<std::uint8_t> want{std::istreambuf_iterator<char>(in), {}};
+      CHECK(std::equal(want.begin(), want.end(), e.bytes.begin() + static_cast<long>(e.offsets[i])));
+      CHECK(e.sizes[i] == want.size());
+      phase_marker marks(sinks, 0, b);
+      host.read(idx[i], b / loader.batches_per_epoch(), out.data(), marks);
+      const crop_box& box = host.last().box;
+      CHECK(e.plans[i].x.lo == box.left);
+      CHECK(e.plans[i].y.lo == box.top);
+      CHECK(e.plans[i].x.hi - e.plans[i].x.lo == box.width);
+      CHECK(e.plans[i].flip == host.last().flip);
+    }
+    loader.release(batch);
+  }
 }
