@@ -107,7 +107,7 @@ TEST_CASE("data.split picks root/train or root/val when the root is split") {
   CHECK_THROWS_WITH(read_image_folder(only_train, "val"), Catch::Contains("no val/ folder"));
 }
 
-TEST_CASE("imagefolder: missing root and no images are errors; an empty class folder keeps its label") {
+TEST_CASE("imagefolder: missing root and no images are errors, an empty class folder keeps its label") {
   const auto root = tbtest::scratch("if-empty");
   CHECK_THROWS_AS(read_image_folder(root / "nope", "train"), input_error);
   CHECK_THROWS_WITH(read_image_folder(root / "nope", "train"), Catch::Contains("does not exist"));

@@ -116,7 +116,7 @@ TEST_CASE("partial decoding gives exactly the pixels of a full decode") {
   }
 }
 
-TEST_CASE("grayscale, CMYK and progressive files decode; the header says what they are") {
+TEST_CASE("grayscale, CMYK and progressive files decode, and the header says what they are") {
   jpeg_decoder dec;
   auto gray = read_bytes(fixture("gray.jpg"));
   CHECK(dec.open(gray.data(), gray.size(), 1 << 30).channels == 1);

@@ -83,7 +83,7 @@ TEST_CASE("image folder through the CLI: class count mismatch and a missing root
   CHECK(r.output.find("does not exist") != std::string::npos);
 }
 
-TEST_CASE("a bad JPEG mid-run: error exits 2 naming the file; skip counts it in the report and the console") {
+TEST_CASE("a bad JPEG mid-run: error exits 2 naming the file, skip counts it in the report and the console") {
   const auto dir = tbtest::scratch("e2e-if-bad");
   copy_tree(generated(), dir / "ds");
   const fs::path bad = dir / "ds/train/class_0001/class_0001_000003.JPEG";
@@ -108,7 +108,7 @@ TEST_CASE("a bad JPEG mid-run: error exits 2 naming the file; skip counts it in 
   CHECK(j["results"]["loader"]["replaced_samples"].get<int>() >= 1);
 }
 
-TEST_CASE("data.decode: device without a GPU falls back to the host, said as ineffective; --strict refuses") {
+TEST_CASE("data.decode: device without a GPU falls back to the host, said as ineffective, and --strict refuses") {
   const auto dir = tbtest::scratch("e2e-if-device");
   const auto profile = folder_profile(dir, generated(), 2, "");
   auto r = tbtest::run_cli("bench-data --config '" + profile + "' --set data.decode=device");
