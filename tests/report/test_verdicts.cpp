@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <random>
 
+#include "helpers.hpp"
+#include "trainbench/config/profile_io.hpp"
 #include "trainbench/report/verdict.hpp"
 
 using namespace trainbench;
@@ -209,5 +212,15 @@ TEST_CASE("Monte Carlo, fixed seed: false alarms, family-wise error, power and w
       }
     }
     CHECK(same > 100);  // the check above ran on many SAME rows
+  }
+}
+
+TEST_CASE("every shipped profile measures enough windows for compare to reach a verdict") {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tbtest::source_dir() / "configs")) {
+    if (e.path().extension() != ".yaml") continue;
+    INFO(e.path().string());
+    const profile p = load_profile(e.path()).value;
+    CHECK(p.measure.repeats >= 5);
+    CHECK(smallest_p(p.measure.repeats, p.measure.repeats) < 0.01);
   }
 }
