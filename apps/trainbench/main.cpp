@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   compare->add_option("candidate", cmp.candidate, "candidate report file or folder")->required();
   compare->add_option("--threshold", cmp.threshold_pct, "smallest change in percent that counts (default 3)");
   compare->add_option("--alpha", cmp.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  compare->add_flag("!--no-family-correction", cmp.family_correction,
+                    "test each profile at alpha on its own (default: Holm's correction across the profiles)");
   compare->add_option("--format", cmp.format, "text | markdown | json")
       ->check(CLI::IsMember({"text", "markdown", "json"}));
 
