@@ -95,8 +95,9 @@ TEST_CASE("show prints a resolved profile that run accepts unchanged") {
 
 TEST_CASE("a failing run leaves a report with status error and exits 1") {
   const auto dir = tbtest::scratch("e2e-fail");
-  // A batch buffer no machine can allocate: the run starts, then fails.
-  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --set data.image_size=4000000");
+  // A valid profile whose batch buffers this machine cannot allocate: the run starts, then fails.
+  const auto r = tbtest::run_cli_memory_limited("run --config '" + tbtest::tiny_profile(dir) + "'" +
+                                                tbtest::too_big_for_this_machine);
   INFO(r.output);
   CHECK(r.code == 1);
   const auto j = tbtest::read_json(dir / "tiny.json");
