@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   auto* make_ds = app.add_subcommand("make-dataset", "write a random dataset in a real dataset's file layout");
   make_ds->add_option("kind", ds_kind, "dataset layout: cifar10")->required();
   make_ds->add_option("--out", ds_out, "output folder")->required();
-  make_ds->add_option("--samples", ds_samples, "training samples (test split gets a fifth)");
+  make_ds->add_option("--samples", ds_samples, "training samples, at most 10 million (the test split gets a fifth)");
   make_ds->add_option("--seed", ds_seed, "random seed");
 
   compare_request cmp;

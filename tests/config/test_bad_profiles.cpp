@@ -135,7 +135,7 @@ TEST_CASE("a value no machine can serve exits 2 at load, naming the key, the val
   }
   // The issue's own example: 3 x 100000 x 100000 floats.
   const auto r = tbtest::run_cli("run --config " + file + " --set data.image_size=100000");
-  CHECK_THAT(r.output, Catch::Contains("100000 is more than any machine serves") && Catch::Contains("111.8 GiB"));
+  CHECK_THAT(r.output, Catch::Contains("100000 is more than any machine can serve") && Catch::Contains("111.8 GiB"));
 }
 
 TEST_CASE("a report name no file system takes exits 2 at load") {

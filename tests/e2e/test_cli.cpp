@@ -262,3 +262,14 @@ TEST_CASE("bottleneck refuses a profile with no input pipeline, and bad rounds, 
   CHECK(r.output.find("--rounds") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "neck"));
 }
+
+TEST_CASE("make-dataset refuses a sample count no machine can hold, before writing anything") {
+  const auto dir = tbtest::scratch("e2e-make-huge");
+  for (const char* n : {"9223372036854775807", "100000000", "0", "-5"}) {
+    const auto r = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "cifar").string() + "' --samples " + n);
+    INFO(n << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--samples"));
+    CHECK_FALSE(fs::exists(dir / "cifar"));
+  }
+}

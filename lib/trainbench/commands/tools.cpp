@@ -44,7 +44,13 @@ int show_command(const std::string& config, const std::vector<std::string>& sets
 
 int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed) {
   if (kind != "cifar10") throw input_error("make-dataset: unknown kind '" + kind + "'; allowed: cifar10");
-  if (samples < 1) throw input_error("make-dataset: --samples must be >= 1");
+  if (samples < 1) throw input_error("make-dataset: --samples must be >= 1, got " + std::to_string(samples));
+  // A file's records are built in memory: 10 million samples (200 times CIFAR-10) is about 6 GB a file.
+  constexpr long long max_samples = 10'000'000;
+  if (samples > max_samples)
+    throw input_error("make-dataset: --samples " + std::to_string(samples) + " would need " +
+                      std::to_string(static_cast<long long>(static_cast<double>(samples) / 5 * 3073 / 1e9)) +
+                      " GB per file in memory; at most " + std::to_string(max_samples));
   write_cifar10(out, samples, std::max(1LL, samples / 5), seed);
   std::cout << "wrote a random CIFAR-10-format dataset (" << samples << " train samples) to " << out << "\n";
   return exit_code::ok;

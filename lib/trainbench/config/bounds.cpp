@@ -166,8 +166,8 @@ std::optional<bound_violation> check_bounds(const profile& p) {
   if (auto v = check_finite(p)) return v;
   for (const auto& b : upper_bounds(p)) {
     if (b.value <= b.max) continue;
-    return bound_violation{b.key, number_text(b.value) + " is more than any machine serves: it would need " + b.need +
-                                      "; the bound is " + number_text(b.max)};
+    return bound_violation{b.key, number_text(b.value) + " is more than any machine can serve: it would need " +
+                                      b.need + "; the bound is " + number_text(b.max)};
   }
   if (auto v = check_report_path(p)) return v;
   return check_host_memory(p);
