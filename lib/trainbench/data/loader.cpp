@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "trainbench/config/bounds.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -45,7 +46,7 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
                       " samples per rank, fewer than one batch of " + std::to_string(b) + " with drop_last");
   }
   pinned_ = options_.pin_memory;
-  const int count = std::max(2, options_.prefetch_factor * std::max(1, options_.workers));
+  const int count = static_cast<int>(loader_slot_count(options_.workers, options_.prefetch_factor));
   auto opts = at::TensorOptions().pinned_memory(pinned_);
   slots_.resize(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
