@@ -61,6 +61,7 @@ TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have
   // 5 vs 5: the 3rd smallest and 3rd largest pairwise ratios, 150.5/99.5 - 1 > change > 149.5/100.5 - 1.
   CHECK(row("01-workers").find("+50.0% [+48.") != std::string::npos);
   CHECK(row("01-workers").find("%, +51.") != std::string::npos);
+  CHECK(row("01-workers").find("] FASTER") != std::string::npos);  // compare's verdict at 3%, alpha 0.05
   CHECK(row("02-pin").find("[") == std::string::npos);
 }
 

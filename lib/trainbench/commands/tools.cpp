@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
@@ -42,11 +43,25 @@ int show_command(const std::string& config, const std::vector<std::string>& sets
   return exit_code::ok;
 }
 
-int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed) {
-  if (kind != "cifar10") throw input_error("make-dataset: unknown kind '" + kind + "'; allowed: cifar10");
-  if (samples < 1) throw input_error("make-dataset: --samples must be >= 1");
-  write_cifar10(out, samples, std::max(1LL, samples / 5), seed);
-  std::cout << "wrote a random CIFAR-10-format dataset (" << samples << " train samples) to " << out << "\n";
+int make_dataset_command(const make_dataset_request& r) {
+  if (r.kind == "imagefolder") {
+    if (r.classes < 1) throw input_error("make-dataset: --classes must be >= 1");
+    if (r.per_class < 1) throw input_error("make-dataset: --per-class must be >= 1");
+    const generated_folder g = write_image_folder(r.out, r.classes, r.per_class, r.seed);
+    std::printf(
+        "wrote %lld dead-leaves JPEGs to %s: train/ %d classes x %d, val/ %d classes x %d (%d threads)\n"
+        "  mean file %.1f KB, mean size %.0f x %.0f px (ImageNet: about 110 KB, 400 x 350); %lld grayscale, %lld "
+        "progressive\n",
+        static_cast<long long>(g.files), r.out.c_str(), r.classes, r.per_class, r.classes, g.val_per_class, g.threads,
+        g.mean_bytes / 1000.0, g.mean_width, g.mean_height, static_cast<long long>(g.grayscale),
+        static_cast<long long>(g.progressive));
+    return exit_code::ok;
+  }
+  if (r.kind != "cifar10")
+    throw input_error("make-dataset: unknown kind '" + r.kind + "'; allowed: cifar10, imagefolder");
+  if (r.samples < 1) throw input_error("make-dataset: --samples must be >= 1");
+  write_cifar10(r.out, r.samples, std::max(1LL, r.samples / 5), r.seed);
+  std::cout << "wrote a random CIFAR-10-format dataset (" << r.samples << " train samples) to " << r.out << "\n";
   return exit_code::ok;
 }
 

@@ -338,7 +338,7 @@ void visit(V& v, profile& p) {
     auto& d = p.data;
     v.choice("source", d.source,
              {data_source::cifar10, data_source::fashion_mnist, data_source::mnist, data_source::synthetic,
-              data_source::device_synthetic});
+              data_source::device_synthetic, data_source::imagefolder});
     v.field("path", d.path);
     v.field("split", d.split);
     v.field("image_size", d.image_size);
@@ -355,6 +355,11 @@ void visit(V& v, profile& p) {
     v.choice("fallback", d.fallback, {data_fallback::none, data_fallback::synthetic});
     v.field("samples", d.samples);
     v.field("source_size", d.source_size);
+    v.choice("transform", d.transform, {data_transform::train, data_transform::eval});
+    v.choice("decode", d.decode, {decode_place::host, decode_place::device});
+    v.choice("on_bad_file", d.on_bad_file, {bad_file_policy::error, bad_file_policy::skip});
+    v.field("partial_decode", d.partial_decode);
+    v.field("max_image_pixels", d.max_image_pixels);
   });
   v.block("train", [&] {
     auto& t = p.train;
@@ -416,8 +421,13 @@ void validate(const reader& r, const profile& p) {
   require(find_resnet_spec(p.model.arch) != nullptr, "model.arch", unknown_arch_message(p.model.arch));
   at_least(p.model.num_classes, 1, "model.num_classes");
   at_least(p.data.image_size, 8, "data.image_size");
-  require(p.data.split == "train" || p.data.split == "test", "data.split",
-          "unknown value '" + p.data.split + "'; allowed: train, test");
+  const bool folder = p.data.source == data_source::imagefolder;
+  if (folder)
+    require(p.data.split == "train" || p.data.split == "val", "data.split",
+            "unknown value '" + p.data.split + "'; allowed for imagefolder: train, val (root/train, root/val)");
+  else
+    require(p.data.split == "train" || p.data.split == "test", "data.split",
+            "unknown value '" + p.data.split + "'; allowed: train, test");
   constexpr std::size_t channels = 3;  // ResNet-18's stem; grayscale sources are replicated
   require(p.data.normalize.mean.size() == channels, "data.normalize.mean",
           "expected 3 values (one per input channel), got " + std::to_string(p.data.normalize.mean.size()));
@@ -428,6 +438,12 @@ void validate(const reader& r, const profile& p) {
   at_least(p.data.prefetch_factor, 1, "data.prefetch_factor");
   at_least(p.data.samples, 1, "data.samples");
   at_least(p.data.source_size, 1, "data.source_size");
+  at_least(p.data.max_image_pixels, 1, "data.max_image_pixels");
+  require(!(folder && p.data.preprocess == preprocess_place::device), "data.preprocess",
+          "'device' ships fixed-size source images, and an image folder's JPEGs vary in size; "
+          "use data.decode: device to decode and crop on the GPU");
+  require(folder || p.data.decode == decode_place::host, "data.decode",
+          "'device' decodes JPEGs and needs data.source: imagefolder");
   if (!p.train.batch_size_auto) at_least(p.train.batch_size, 1, "train.batch_size");
   at_least(p.train.grad_accumulation, 1, "train.grad_accumulation");
   require(p.train.optimizer.name == "sgd", "train.optimizer.name",
@@ -458,6 +474,14 @@ void validate(const reader& r, const profile& p) {
           "'auto' is not supported with data-parallel runs; give a number");
 }
 
+// Defaults that depend on the source: image folders are ImageNet-style, so they get ImageNet's
+// normalisation (torchvision's reference recipe) unless the profile sets its own.
+void apply_source_defaults(const origin_map& origins, profile& p) {
+  if (p.data.source != data_source::imagefolder) return;
+  if (!origins.count("data.normalize.mean")) p.data.normalize.mean = {0.485, 0.456, 0.406};
+  if (!origins.count("data.normalize.std")) p.data.normalize.std = {0.229, 0.224, 0.225};
+}
+
 }  // namespace
 
 loaded_profile load_profile(const fs::path& file, const std::vector<std::string>& sets) {
@@ -469,6 +493,7 @@ loaded_profile load_profile(const fs::path& file, const std::vector<std::string>
   reader r(root, origins, file.string());
   visit(r, out.value);
   r.finish();
+  apply_source_defaults(origins, out.value);
   validate(r, out.value);
   return out;
 }

@@ -32,6 +32,8 @@ std::filesystem::path default_data_path(data_source source) {
       return "/usr/share/datasets/fashion-mnist";
     case data_source::mnist:
       return "data/mnist";
+    case data_source::imagefolder:
+      return "data/imagenet";
     default:
       return {};
   }
@@ -64,6 +66,13 @@ std::shared_ptr<const dataset> open_dataset(const data_config& cfg, int num_clas
       break;
     case data_source::synthetic:
       ds = make_synthetic(cfg.samples, cfg.source_size, 3, num_classes, seed);
+      break;
+    case data_source::imagefolder:
+      ds = read_image_folder(dir, cfg.split);
+      if (ds->num_classes() != num_classes)
+        throw input_error(ds->describe() + " has " + std::to_string(ds->num_classes()) +
+                          " class folders but model.num_classes is " + std::to_string(num_classes) +
+                          ": set model.num_classes: " + std::to_string(ds->num_classes()));
       break;
     case data_source::device_synthetic:
       TB_ASSERT(false, "device-synthetic has no host dataset");
