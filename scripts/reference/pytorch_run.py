@@ -350,6 +350,7 @@ def main():
             windows.append({"samples": n, "elapsed_s": el, "samples_per_s": n / el})
     except KeyboardInterrupt:
         status, error = "interrupted", {"kind": "interrupted", "message": "interrupted by signal"}
+        stop["by"] = "interrupted"
     per_rank = None
     if job:
         windows, per_rank = job_windows(job, windows)
@@ -364,6 +365,12 @@ def main():
             sd = statistics.stdev(v) if len(v) > 1 else 0.0
             s.update(min=min(v), max=max(v), stdev=sd, cv=sd / s["mean"] if s["mean"] else 0.0, n=len(v), unit="samples/s")
         return s
+
+    def noise(v):  # trainbench's results.noise: cv at 10% and 25%
+        if not v:
+            return None
+        cv = summ(v, True)["cv"] if len(v) > 1 else 0.0
+        return "ok" if cv <= 0.10 else "noisy" if cv <= 0.25 else "very_noisy"
 
     distributed = None
     if job:
@@ -412,14 +419,14 @@ def main():
         "results": {
             "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"],
             "stopped_by": stop["by"],
+            "noise": noise(rates),
             "stages_s": {"data_wait": summ(waits, False)}, "h2d_overlap_share": None,
             "memory": {"device_peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if on_cuda else None,
                        "device_peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if on_cuda else None,
                        "host_peak_rss_bytes": None},
-            "telemetry": {"source": "none", "samples": 0, "gpu_util_pct_mean": None, "mem_util_pct_mean": None,
-                          "sm_clock_mhz_mean": None, "power_w_mean": None, "throttle_reasons_seen": None},
+            "telemetry": None,
             "loss": {"first": loss_first, "last": state["loss"].item() if step and state["loss"] is not None else None},
-            "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale() if step and scaler_on else None},
+            "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale()} if step and scaler_on else None,
             "distributed": distributed,
         },
     }

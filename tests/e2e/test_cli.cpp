@@ -140,6 +140,7 @@ TEST_CASE("Ctrl-C leaves a valid report with status interrupted and exit 130") {
   CHECK(j["status"] == "interrupted");
   CHECK(j["error"]["kind"] == "interrupted");
   CHECK(j["results"]["warmup_batches_done"] == 1);
+  CHECK(j["results"]["stopped_by"] == "interrupted");
 }
 
 TEST_CASE("bench-data measures the loader alone") {

@@ -84,6 +84,7 @@ void share_failure(bottleneck_side& s, const bottleneck_side& other) {
 
 void finish_side(bottleneck_side& s, const std::string& other, int rounds) {
   if (s.run) s.in.result = s.run->result();
+  if (s.in.status != "ok") s.in.result.stopped_by = s.in.status;  // "error" or "interrupted"
   // The report holds every round's windows (with noise-based stopping, rounds may differ).
   if (!s.in.result.windows.empty()) {
     s.in.prof.measure.repeats = static_cast<int>(s.in.result.windows.size());
@@ -154,6 +155,7 @@ int bottleneck_command(const bottleneck_request& req) {
       if (s.in.status != "ok") log_error(s.in.prof.name + ": " + s.in.status + ": " + s.in.error_message);
     return code;
   }
+  for (const auto& s : sides) warn_about_result(s.in);
   const bottleneck_input b = verdict_input(sides, req.rounds);
   const bottleneck_finding f = judge_bottleneck(b, p, req.threshold_pct, req.alpha);
   write_file_atomic(out / "bottleneck.json", bottleneck_json(f, b, p.name).dump(2) + "\n");

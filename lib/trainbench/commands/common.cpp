@@ -66,8 +66,8 @@ void print_summary(const report_input& in) {
   std::printf("%s: %s on %s\n", in.prof.name.c_str(), in.status.c_str(), in.effective.device_name.c_str());
   if (!rates.empty()) {
     const summary s = summarize(rates);
-    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s)\n", s.median, s.q1, s.q3, s.n,
-                s.n == 1 ? "" : "s");
+    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s, cv %.1f%%)\n", s.median, s.q1, s.q3, s.n,
+                s.n == 1 ? "" : "s", 100.0 * s.cv);
   }
   for (int k = 0; k < stage_count; ++k) {
     auto it = r.stages_s.find(stage_name(static_cast<stage_id>(k)));
@@ -81,9 +81,34 @@ void print_summary(const report_input& in) {
   if (r.memory.host_peak_rss_bytes)
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  if (r.skipped_steps)
+    std::printf("  fp16 scaler  %lld step%s skipped, loss scale %g\n", static_cast<long long>(*r.skipped_steps),
+                *r.skipped_steps == 1 ? "" : "s", r.loss_scale.value_or(0.0));
   if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
   std::fflush(stdout);
+}
+
+void warn_about_result(const report_input& in) {
+  const auto& r = in.result;
+  std::vector<double> rates;
+  for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
+  const summary s = summarize(rates);
+  const std::string level = noise_level(s);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: samples/s varies by cv %.1f%% over %zu windows", in.prof.name.c_str(),
+                100.0 * s.cv, s.n);
+  if (level == "noisy")
+    log_warn(std::string(buf) +
+             " (above 10%): a busy machine or short windows; more windows (measure.repeats, "
+             "measure.max_repeats) or longer ones (measure.min_window_s) give a steadier number");
+  else if (level == "very_noisy")
+    log_warn(std::string(buf) +
+             " (above 25%): do not trust this number; rerun on a quiet machine with longer windows "
+             "(measure.min_window_s) and more of them");
+  if (r.skipped_steps && *r.skipped_steps > 0)
+    log_warn(in.prof.name + ": the fp16 loss scaler skipped " + std::to_string(*r.skipped_steps) +
+             " optimizer step(s) for inf/nan gradients (results.amp.skipped_steps)");
 }
 
 progress_fn make_progress(bool quiet) {

@@ -80,6 +80,7 @@ int run_command(const run_request& req) {
       code = record_failure(in);
     }
     in.result = run.result();
+    if (code != exit_code::ok) in.result.stopped_by = in.status;  // "error" or "interrupted"
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
       const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
       try {
@@ -101,6 +102,7 @@ int run_command(const run_request& req) {
   }
   if (writes_report) write_file_atomic(report_path, make_report(in).dump(2) + "\n");
   if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
+  if (bo.launch.rank == 0) warn_about_result(in);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
   if (writes_report) log_info("report written to " + report_path);
   return code;

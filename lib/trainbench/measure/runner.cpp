@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
@@ -25,7 +26,7 @@ void runner::run() {
   p_.probe->stop_sampling();
   read_loss(result_.loss_last);
   if (p_.step) {
-    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = s.item<double>();
+    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = std::llround(s.item<double>());
     if (auto s = p_.step->loss_scale(); s.defined()) result_.loss_scale = s.item<double>();
   }
   p_.probe->fill(result_.memory, result_.telemetry);

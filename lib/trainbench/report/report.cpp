@@ -104,6 +104,23 @@ json dist_json(const dist_result& d, const run_result& r) {
           {"scaling_efficiency", opt(d.scaling_efficiency)}};
 }
 
+// Null without NVML, as without loss scaling below: an object of nulls would read as measured.
+json telemetry_json(const telemetry_result& t) {
+  if (t.source == "none") return nullptr;
+  return {{"source", t.source},
+          {"samples", t.samples},
+          {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
+          {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
+          {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
+          {"power_w_mean", opt(t.power_w_mean)},
+          {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}};
+}
+
+json amp_json(const run_result& r) {
+  if (!r.skipped_steps && !r.loss_scale) return nullptr;
+  return {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}};
+}
+
 json results_json(const run_result& r) {
   std::vector<double> rates;
   json repeats = json::array();
@@ -115,28 +132,21 @@ json results_json(const run_result& r) {
   for (const auto& [name, values] : r.stages_s) stages[name] = summary_json(values, "s", false);
   json overlap = nullptr;
   if (!r.overlap_shares.empty()) overlap = summary_json(r.overlap_shares, "share", false)["median"];
-  const auto& t = r.telemetry;
   return {
       {"samples_per_s", summary_json(rates, "samples/s", true)},
       {"repeats", repeats},
       {"warmup_batches_done", r.warmup_batches_done},
       {"stopped_by", r.stopped_by},
+      {"noise", rates.empty() ? json(nullptr) : json(noise_level(summarize(rates)))},
       {"stages_s", stages},
       {"h2d_overlap_share", overlap},
       {"memory",
        {{"device_peak_allocated_bytes", opt(r.memory.device_peak_allocated_bytes)},
         {"device_peak_reserved_bytes", opt(r.memory.device_peak_reserved_bytes)},
         {"host_peak_rss_bytes", opt(r.memory.host_peak_rss_bytes)}}},
-      {"telemetry",
-       {{"source", t.source},
-        {"samples", t.samples},
-        {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
-        {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
-        {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
-        {"power_w_mean", opt(t.power_w_mean)},
-        {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}}},
+      {"telemetry", telemetry_json(r.telemetry)},
       {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
-      {"amp", {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}}},
+      {"amp", amp_json(r)},
       {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
   };
 }

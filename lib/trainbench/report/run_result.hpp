@@ -54,7 +54,8 @@ struct run_result {
   std::vector<double> allreduce_launched_in_backward;   // per synchronised step: share of buckets started in backward
   std::optional<dist_result> dist;                      // data-parallel runs
   std::optional<double> loss_first, loss_last;
-  std::optional<double> skipped_steps, loss_scale;
+  std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
+  std::optional<double> loss_scale;
   std::int64_t warmup_batches_done = 0;
   // Why measuring stopped: "repeats" (the fixed count), "target_cv" (the windows were quiet
   // enough) or "max_repeats" (still noisy at the cap); see measure.max_repeats.
