@@ -7,6 +7,81 @@
 
 namespace fs = std::filesystem;
 
+TEST_CASE("quiet (-q) means warnings and the report path, before or after the command") {
+  const auto dir = tbtest::scratch("tour-quiet");
+  const auto file = tbtest::tiny_profile(dir);
+  for (const std::string& args : {"-q run -c '" + file + "'", "run -q -c '" + file + "'"}) {
+    const auto r = tbtest::run_cli(args);
+    INFO(args << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    CHECK(r.output.find("report written to " + (dir / "tiny.json").string()) != std::string::npos);
+    CHECK(r.output.find("samples/s    median") == std::string::npos);  // no summary (a noise warning may say samples/s)
+    CHECK(r.output.find("intra-op threads") == std::string::npos);     // no info lines
+  }
+}
+
+TEST_CASE("an --out that cannot be written is refused before anything runs") {
+  const auto dir = tbtest::scratch("tour-unwritable");
+  const auto file = tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "a-file", "not a folder\n");
+  const auto r = tbtest::run_cli("run -c '" + file + "' --out '" + (dir / "a-file/sub/r.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--out") != std::string::npos);
+  CHECK(r.output.find("a-file' is a file") != std::string::npos);
+  CHECK(r.output.find("warmup") == std::string::npos);  // nothing ran
+  const auto neck = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "a-file/b").string() + "'");
+  CHECK(neck.code == 2);
+}
+
+TEST_CASE("a misspelt command gets a suggestion, and bench-data refuses options it would ignore") {
+  auto r = tbtest::run_cli("rn -c configs/quickstart.yaml");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("unknown command 'rn'; did you mean 'run'?") != std::string::npos);
+  r = tbtest::run_cli("ladderr configs/cpu");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("did you mean 'ladder'?") != std::string::npos);
+  const auto dir = tbtest::scratch("tour-bench-data-options");
+  const auto file = tbtest::tiny_profile(dir);
+  for (const char* option : {" --save-weights w.pt", " --baseline b.json"}) {
+    r = tbtest::run_cli("bench-data -c '" + file + "'" + option);
+    INFO(option << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_FALSE(fs::exists(dir / "tiny.json"));
+  }
+}
+
+TEST_CASE("validate reports every error of a file, each with its place") {
+  const auto dir = tbtest::scratch("tour-validate");
+  tbtest::write_text(dir / "bad.yaml",
+                     "name: bad\ntrain: {batch_sise: 8}\nmeasure: {repeats: 0}\ndata: {workers: -1}\n");
+  const auto r = tbtest::run_cli("validate '" + (dir / "bad.yaml").string() + "' configs/quickstart.yaml");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.batch_sise': unknown key; did you mean 'batch_size'?") != std::string::npos);
+  CHECK(r.output.find("measure.repeats': must be >= 1") != std::string::npos);
+  CHECK(r.output.find("data.workers': must be >= 0") != std::string::npos);
+  CHECK(r.output.find("bad.yaml:2:") != std::string::npos);  // file and line of the first
+  CHECK(r.output.find("configs/quickstart.yaml: ok") != std::string::npos);
+}
+
+TEST_CASE("data.path in a file is relative to that file, with --set to the working directory") {
+  const auto dir = tbtest::scratch("tour-data-path");
+  tbtest::write_text(dir / "profiles/base.yaml", "name: p\ndata: {source: cifar10, path: ../data/cifar}\n");
+  tbtest::write_text(dir / "profiles/more/child.yaml", "extends: ../base.yaml\nname: child\n");
+  auto shown = [&](const std::string& args) {
+    const auto r = tbtest::run_shell("cd '" + dir.string() + "' && \"$TB\" show " + args);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const auto at = r.output.find("path: \"");
+    return r.output.substr(at + 7, r.output.find('"', at + 7) - at - 7);
+  };
+  CHECK(shown("-c profiles/base.yaml") == "data/cifar");
+  CHECK(shown("-c profiles/more/child.yaml") == "data/cifar");  // the file that sets it, not the child
+  CHECK(shown("-c '" + (dir / "profiles/base.yaml").string() + "'") == (dir / "data/cifar").string());
+  CHECK(shown("-c profiles/base.yaml --set data.path=elsewhere/cifar") == "elsewhere/cifar");
+}
+
 TEST_CASE("fp16 on a CPU says it is slow there, and skipped steps are a count with a console line") {
   const auto dir = tbtest::scratch("tour-fp16-cpu");
   const auto file = tbtest::tiny_profile(dir);
@@ -32,4 +107,15 @@ TEST_CASE("a report says null where nothing was measured, and how noisy its wind
   const double cv = j["results"]["samples_per_s"]["cv"];
   CHECK(j["results"]["noise"] == (cv <= 0.10 ? "ok" : cv <= 0.25 ? "noisy" : "very_noisy"));
   CHECK(tbtest::schema_errors(j).empty());
+}
+
+TEST_CASE("a refused baseline names the keys that differ") {
+  const auto dir = tbtest::scratch("tour-baseline");
+  const auto file = tbtest::tiny_profile(dir);
+  REQUIRE(tbtest::run_cli("run -q -c '" + file + "' --out '" + (dir / "one.json").string() + "'").code == 0);
+  const auto r = tbtest::run_cli("run -c '" + file + "' --set train.batch_size=8 --baseline '" +
+                                 (dir / "one.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.batch_size 4 -> 8 (baseline -> this run)") != std::string::npos);
 }

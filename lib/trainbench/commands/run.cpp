@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
@@ -12,6 +13,7 @@
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -59,8 +61,10 @@ int run_command(const run_request& req) {
   const std::string path_template = req.out.empty() ? report_path_for(p) : req.out;
   const std::string report_path = replace_all(path_template, "{rank}", std::to_string(bo.launch.rank));
   const bool writes_report = bo.launch.rank == 0 || path_template.find("{rank}") != std::string::npos;
+  if (writes_report)
+    check_writable_folder(fs::path(report_path).parent_path(), req.out.empty() ? "report.path" : "--out");
   std::optional<double> baseline;
-  if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, per_rank_workload_hash(p));
+  if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, p);
   set_log_quiet(req.quiet || bo.launch.rank != 0);
 
   report_input in;
@@ -104,7 +108,7 @@ int run_command(const run_request& req) {
   if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
   if (bo.launch.rank == 0) warn_about_result(in);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
-  if (writes_report) log_info("report written to " + report_path);
+  if (writes_report) log_result("report written to " + report_path);
   return code;
 }
 

@@ -458,17 +458,72 @@ void validate(const reader& r, const profile& p) {
 
 }  // namespace
 
+namespace {
+
+// An input path written in a profile file is relative to that file (where the reader of the
+// file looks), one given with --set to the working directory (where the shell is).
+void resolve_input_path(std::string& path, const std::string& key, const origin_map& origins) {
+  if (path.empty() || fs::path(path).is_absolute()) return;
+  auto it = origins.find(key);
+  if (it == origins.end() || it->second.file.rfind("--set ", 0) == 0) return;
+  path = (fs::path(it->second.file).parent_path() / path).lexically_normal().string();
+}
+
+profile read_profile(const YAML::Node& root, const origin_map& origins, const fs::path& file) {
+  profile p;
+  reader r(root, origins, file.string());
+  visit(r, p);
+  r.finish();
+  resolve_input_path(p.data.path, "data.path", origins);
+  resolve_input_path(p.model.weights, "model.weights", origins);
+  validate(r, p);
+  return p;
+}
+
+// Removes a dotted key from the tree, so that the next read sees its default.
+bool remove_key(const YAML::Node& root, const std::string& key) {
+  const auto parts = split(key, '.');
+  YAML::Node node = root;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node.IsMap() || !node[parts[i]]) return false;
+    node.reset(node[parts[i]]);  // re-point the handle; operator= would overwrite the node
+  }
+  return node.IsMap() && node.remove(parts.back());
+}
+
+}  // namespace
+
 loaded_profile load_profile(const fs::path& file, const std::vector<std::string>& sets) {
   origin_map origins;
   loaded_profile out;
   out.path = file;
   YAML::Node root = load_chain(file, origin{file.string(), -1, -1}, out.chain, origins);
   for (const auto& s : sets) apply_set(root, s, origins);
-  reader r(root, origins, file.string());
-  visit(r, out.value);
-  r.finish();
-  validate(r, out.value);
+  out.value = read_profile(root, origins, file);
   return out;
+}
+
+std::vector<config_error> profile_errors(const fs::path& file) {
+  std::vector<config_error> errors;
+  origin_map origins;
+  std::vector<std::string> chain;
+  YAML::Node root;
+  try {
+    root = load_chain(file, origin{file.string(), -1, -1}, chain, origins);
+  } catch (const config_error& e) {
+    return {e};  // unreadable YAML or extends: nothing further to check
+  }
+  // Each error's key is taken out and the rest read again, until the profile reads cleanly or
+  // an error cannot be taken out (then it is the last one worth reporting).
+  for (;;) {
+    try {
+      read_profile(root, origins, file);
+      return errors;
+    } catch (const config_error& e) {
+      errors.push_back(e);
+      if (e.key().empty() || !remove_key(root, e.key()) || errors.size() >= 100) return errors;
+    }
+  }
 }
 
 std::string to_yaml(const profile& p) {
