@@ -21,6 +21,7 @@ import datetime
 import gzip
 import hashlib
 import json
+import math
 import os
 import pickle
 import platform
@@ -332,21 +333,47 @@ def main():
             noisy = flag.item() > 0
         stop["by"] = "max_repeats" if noisy else "target_cv"
         return noisy and len(windows) < m["max_repeats"]
+    def timed_window(batches, record):
+        sync()
+        if job:
+            dist.barrier()
+        start = time.perf_counter()
+        for _ in range(batches):
+            one(record)
+        sync()
+        return time.perf_counter() - start
+
+    def calibrated_batches():
+        # measure.min_window_s, as trainbench's runner: unrecorded windows grow the count (20% past
+        # the minimum, at most 10x at a time) until one lasts that long; ranks take the largest.
+        n, least = m["measured_batches"], m.get("min_window_s", 0.0)
+        if not least:
+            return n
+        for _ in range(13):
+            el = timed_window(n, False)
+            want = n if el >= least else min(10 * n, math.ceil(1.2 * n * least / el) if el > 0 else 10 * n)
+            if job:
+                t = torch.tensor([float(want)], device=device if job["backend"] == "nccl" else "cpu")
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                want = int(t.item())
+            if want <= n:
+                break
+            n = want
+        return n
+
+    window_batches = m["measured_batches"]
+    # Without a model the DataLoader's workers have prefetched before the first batch is asked
+    # for; trainbench's warmup takes those first, and so does this.
+    prefetched = 0 if step or not d["workers"] else d["workers"] * d["prefetch_factor"]
     try:
-        for i in range(m["warmup_batches"]):
+        for i in range(m["warmup_batches"] + prefetched):
             one(False)
             if i == 0 and step:
                 loss_first = state["loss"].item()
+        window_batches = calibrated_batches()
         while len(windows) < m["repeats"] or more_windows():
-            sync()
-            if job:
-                dist.barrier()
-            start = time.perf_counter()
-            for _ in range(m["measured_batches"]):
-                one(True)
-            sync()
-            el = time.perf_counter() - start
-            n = batch * m["measured_batches"]
+            el = timed_window(window_batches, True)
+            n = batch * window_batches
             windows.append({"samples": n, "elapsed_s": el, "samples_per_s": n / el})
     except KeyboardInterrupt:
         status, error = "interrupted", {"kind": "interrupted", "message": "interrupted by signal"}
@@ -415,9 +442,11 @@ def main():
         },
         "model": {"arch": "resnet18", "parameters": params},
         "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"],
-                    "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02)},
+                    "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02),
+                    "min_window_s": m.get("min_window_s", 0.0)},
         "results": {
-            "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"],
+            "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"] + prefetched,
+            "window_batches": window_batches,
             "stopped_by": stop["by"],
             "noise": noise(rates),
             "stages_s": {"data_wait": summ(waits, False)}, "h2d_overlap_share": None,

@@ -119,3 +119,22 @@ TEST_CASE("a refused baseline names the keys that differ") {
   CHECK(r.code == 2);
   CHECK(r.output.find("train.batch_size 4 -> 8 (baseline -> this run)") != std::string::npos);
 }
+
+TEST_CASE("bench-data drains the loader's ring in warmup, and windows can be given a minimum length") {
+  const auto dir = tbtest::scratch("tour-bench-data");
+  const auto file = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("bench-data -q -c '" + file + "' --set data.workers=2 --set data.prefetch_factor=3" +
+                                 " --set measure.min_window_s=0.02 --out '" + (dir / "d.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "d.json");
+  CHECK(tbtest::schema_errors(j).empty());
+  // The ring's batches were ready before the first was asked for: warmup takes them all first.
+  const int slots = j["effective"]["loader_slots"];
+  CHECK(slots == 6);
+  CHECK(j["results"]["warmup_batches_done"] == 1 + slots);
+  const int batches = j["results"]["window_batches"];
+  CHECK(batches >= 2);  // measure.measured_batches is the least
+  for (const auto& w : j["results"]["repeats"]) CHECK(w["samples"] == 4 * batches);
+  CHECK(j["measure"]["min_window_s"] == 0.02);
+}

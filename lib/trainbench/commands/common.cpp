@@ -5,10 +5,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/data/dataset.hpp"
 #include "trainbench/measure/nvtx.hpp"
+#include "trainbench/measure/progress.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -114,14 +116,15 @@ void warn_about_result(const report_input& in) {
 progress_fn make_progress(bool quiet) {
   if (quiet) return {};
   const bool tty = isatty(STDERR_FILENO) != 0;
-  return [tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
+  auto line = std::make_shared<progress_line>(tty);
+  return [line, tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
+    const std::string text = line->update(phase, done, total, rate);
+    if (text.empty()) return;
     if (tty) {
-      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done),
-                   static_cast<long long>(total));
-      if (rate > 0) std::fprintf(stderr, "  last window %.1f samples/s", rate);
-      if (done == total) std::fprintf(stderr, "\n");
-    } else if (done == total) {
-      log_info(std::string(phase) + ": " + std::to_string(total) + " batches done");
+      std::fputs(text.c_str(), stderr);
+      std::fflush(stderr);
+    } else {
+      log_info(text);
     }
   };
 }

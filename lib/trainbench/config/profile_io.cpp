@@ -384,6 +384,7 @@ void visit(V& v, profile& p) {
     v.field("repeats", p.measure.repeats);
     v.field("max_repeats", p.measure.max_repeats);
     v.field("target_cv", p.measure.target_cv);
+    v.field("min_window_s", p.measure.min_window_s);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
   });
   v.block("report", [&] { v.field("path", p.report.path); });
@@ -444,6 +445,8 @@ void validate(const reader& r, const profile& p) {
           "must be 0 (exactly measure.repeats windows) or >= measure.repeats (" + std::to_string(p.measure.repeats) +
               "), got " + std::to_string(p.measure.max_repeats));
   require(p.measure.target_cv > 0, "measure.target_cv", "must be > 0");
+  require(p.measure.min_window_s >= 0 && p.measure.min_window_s <= 3600, "measure.min_window_s",
+          "must be in [0, 3600] seconds (0: measure.measured_batches per window)");
   require(!p.report.path.empty(), "report.path", "must not be empty");
   require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");

@@ -136,6 +136,7 @@ json results_json(const run_result& r) {
       {"samples_per_s", summary_json(rates, "samples/s", true)},
       {"repeats", repeats},
       {"warmup_batches_done", r.warmup_batches_done},
+      {"window_batches", r.window_batches},
       {"stopped_by", r.stopped_by},
       {"noise", rates.empty() ? json(nullptr) : json(noise_level(summarize(rates)))},
       {"stages_s", stages},
@@ -194,7 +195,8 @@ nlohmann::ordered_json make_report(const report_input& in) {
         {"measured_batches", in.prof.measure.measured_batches},
         {"repeats", in.prof.measure.repeats},
         {"max_repeats", in.prof.measure.max_repeats},
-        {"target_cv", in.prof.measure.target_cv}}},
+        {"target_cv", in.prof.measure.target_cv},
+        {"min_window_s", in.prof.measure.min_window_s}}},
       {"results", results_json(in.result)},
   };
 }

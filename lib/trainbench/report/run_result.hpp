@@ -57,6 +57,7 @@ struct run_result {
   std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
   std::optional<double> loss_scale;
   std::int64_t warmup_batches_done = 0;
+  int window_batches = 0;  // batches in each measured window (more than measured_batches with min_window_s)
   // Why measuring stopped: "repeats" (the fixed count), "target_cv" (the windows were quiet
   // enough) or "max_repeats" (still noisy at the cap); see measure.max_repeats.
   std::string stopped_by = "repeats";
