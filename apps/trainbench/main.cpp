@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
   run_request run_req;
   auto* run = app.add_subcommand("run", "run a profile and write a report");
   add_run_options(*run, run_req, true, true);
+  // The ladder's own: each round of a rung is a fresh `run` that pools its windows here.
+  run->add_option("--pool-state", run_req.pool_state, "")->group("");
 
   run_request data_req;
   auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
@@ -109,8 +111,13 @@ int main(int argc, char** argv) {
   ladder_request lad;
   auto* ladder = app.add_subcommand("ladder", "run profiles in order and print the optimisation ladder");
   ladder->add_option("profiles", lad.inputs, "a folder of profiles or profile files")->required();
-  ladder->add_option("--out,-o", lad.out, "folder for reports, ladder.md and ladder.svg (default reports/ladder)");
+  ladder->add_option("--out,-o", lad.out,
+                     "folder for reports, ladder.md and ladder.svg (default reports/<the profiles' folder name>)");
   ladder->add_option("--set", lad.sets, "override a key in every rung: key.path=value (repeatable)");
+  ladder->add_option("--rounds", lad.rounds,
+                     "rounds of every rung, each rung a fresh process per round, interleaved (default 3)");
+  ladder->add_flag("--shuffle", lad.shuffle, "a new random order of the rungs in every round (random interleaving)");
+  ladder->add_option("--shuffle-seed", lad.shuffle_seed, "seed of --shuffle's orders (default 1)");
   ladder->add_flag("--quiet,-q", lad.quiet, quiet_help);
 
   if (unknown_command(argc, argv, app)) return exit_code::bad_input;

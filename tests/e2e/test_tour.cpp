@@ -30,6 +30,8 @@ TEST_CASE("an --out that cannot be written is refused before anything runs") {
   CHECK(r.output.find("--out") != std::string::npos);
   CHECK(r.output.find("a-file' is a file") != std::string::npos);
   CHECK(r.output.find("warmup") == std::string::npos);  // nothing ran
+  const auto ladder = tbtest::run_cli("ladder '" + file + "' --out '" + (dir / "a-file/l").string() + "'");
+  CHECK(ladder.code == 2);
   const auto neck = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "a-file/b").string() + "'");
   CHECK(neck.code == 2);
 }

@@ -5,6 +5,7 @@
 #include "trainbench/commands/common.hpp"
 #include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/report/pooling.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -44,6 +45,20 @@ void gather_ranks(pipeline& pipe, run_result& r) {
     for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
     d.scaling_efficiency = summarize(rates).median / (d.world * *d.baseline_samples_per_s);
   }
+}
+
+// A ladder's round: this run's measurements join the rounds before it (the state file), and the
+// report holds them all.
+report_input pooled_input(const report_input& in, const std::string& state) {
+  if (state.empty()) return in;
+  std::vector<run_result> rounds = read_rounds(state);
+  rounds.push_back(in.result);
+  write_rounds(state, rounds);
+  report_input out = in;
+  out.result = pool_rounds(rounds);
+  out.effective.notes.push_back("ladder: the windows of " + std::to_string(rounds.size()) +
+                                " round(s), each a fresh process, the rungs interleaved");
+  return out;
 }
 
 }  // namespace
@@ -104,11 +119,12 @@ int run_command(const run_request& req) {
       }
     }
   }
-  if (writes_report) write_file_atomic(report_path, make_report(in).dump(2) + "\n");
+  if (writes_report) write_file_atomic(report_path, make_report(pooled_input(in, req.pool_state)).dump(2) + "\n");
   if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
   if (bo.launch.rank == 0) warn_about_result(in);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
-  if (writes_report) log_result("report written to " + report_path);
+  // Under a ladder (a pool state), the ladder says where its reports are.
+  if (writes_report) (req.pool_state.empty() ? log_result : log_info)("report written to " + report_path);
   return code;
 }
 
