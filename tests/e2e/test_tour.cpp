@@ -140,3 +140,30 @@ TEST_CASE("bench-data drains the loader's ring in warmup, and windows can be giv
   for (const auto& w : j["results"]["repeats"]) CHECK(w["samples"] == 4 * batches);
   CHECK(j["measure"]["min_window_s"] == 0.02);
 }
+
+TEST_CASE("gpu-check.sh takes the project's Python by default, and names the module a Python lacks") {
+  const auto dir = tbtest::scratch("tour-gpu-check");
+  const auto gpu_check = [&](const std::string& env) {
+    return tbtest::run_shell(env + " scripts/gpu-check.sh --rehearse --prebuilt '" + dir.string() + "' --out '" +
+                             (dir / "out").string() + "'");
+  };
+  // An interpreter that sees no site-packages at all: no torch, whatever the machine has.
+  tbtest::write_text(dir / "bare/python3", "#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n");
+  fs::permissions(dir / "bare/python3", fs::perms::owner_all);
+  const auto bare = gpu_check("PYTHON='" + (dir / "bare/python3").string() + "'");
+  INFO(bare.output);
+  CHECK(bare.code == 1);
+  CHECK(bare.output.find("lacks the Python module(s): torch torchvision yaml") != std::string::npos);
+
+  // No PYTHON, a python3 without torch first on PATH: the project's environment is taken, and
+  // preflight gets past the modules (to the missing binaries).
+  tbtest::write_text(dir / "venv/bin/python", "#!/bin/sh\nexec '" TRAINBENCH_TEST_PYTHON "' \"$@\"\n");
+  fs::permissions(dir / "venv/bin/python", fs::perms::owner_all);
+  const auto own = gpu_check("env -u PYTHON PATH='" + (dir / "bare").string() + ":'\"$PATH\" TRAINBENCH_VENV='" +
+                             (dir / "venv").string() + "'");
+  INFO(own.output);
+  CHECK(own.code == 1);
+  CHECK(own.output.find("python: " + (dir / "venv/bin/python").string()) != std::string::npos);
+  CHECK(own.output.find("lacks") == std::string::npos);
+  CHECK(own.output.find("no prebuilt binaries") != std::string::npos);
+}
