@@ -154,6 +154,9 @@ TEST_CASE("bench-data measures the loader alone") {
   CHECK(j["results"]["stages_s"].contains("data_wait"));
   CHECK_FALSE(j["results"]["stages_s"].contains("forward"));
   CHECK(j["model"]["parameters"] == 0);
+  // The profile's windows are sized for a training step; a loader's get a floor.
+  CHECK(j["measure"]["min_window_s"] == 0.1);
+  CHECK(j["effective"]["notes"].dump().find("min_window_s 0 taken as 0.1 s") != std::string::npos);
 }
 
 TEST_CASE("make-dataset, then a cifar10 run reports generated data") {
