@@ -206,6 +206,26 @@ TEST_CASE("without --out a ladder writes to reports/<the profiles' folder>, so l
   CHECK(std::filesystem::exists(dir / "reports/my-rungs/ladder.md"));
 }
 
+TEST_CASE("a ladder whose binary is rebuilt (deleted) meanwhile still runs every rung with the binary it started as") {
+  const auto dir = tbtest::scratch("ladder-rebuilt");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/1-a.yaml", "extends: ../tiny.yaml\nname: a\n");
+  tbtest::write_text(dir / "rungs/2-b.yaml", "extends: ../tiny.yaml\nname: b\n");
+  const std::filesystem::path copy = dir / "tb-copy";
+  std::filesystem::copy_file(tbtest::exe(), copy);
+  // The copy is removed as soon as the ladder runs from it, as a relink does: the rungs still
+  // to come (here at least the second round's) must start all the same.
+  const auto r = tbtest::run_shell(
+      "cd '" + dir.string() + "' || exit 2; ./tb-copy ladder rungs --rounds 2 --quiet --out out & pid=$!;" +
+      " for i in $(seq 1000); do case $(readlink /proc/$pid/exe) in *tb-copy) break;; esac;" +
+      " sleep 0.01; done; rm '" + copy.string() + "'; wait $pid");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("cannot start") == std::string::npos);
+  CHECK(std::filesystem::exists(dir / "out/ladder.md"));
+  CHECK(tbtest::read_json(dir / "out/2-b.json")["results"]["repeats"].size() == 2 * 2);
+}
+
 TEST_CASE("Ctrl-C during a ladder: exit 130, every rung it did not finish says interrupted, no table") {
   const auto dir = tbtest::scratch("ladder-interrupt");
   tbtest::tiny_profile(dir);

@@ -199,7 +199,7 @@ int ladder_command(const ladder_request& req) {
       if ((interrupted = interrupt_pending(held))) break;
       if (!req.quiet) std::cout << "== " << r.stem << " (round " << round << "/" << req.rounds << ")\n" << std::flush;
       set_store_prefix(round, i);
-      const child_exit e = run_child(run_arguments(r, req), held);
+      const child_exit e = run_self(run_arguments(r, req), held);
       if ((interrupted = e.interrupted || e.code == exit_code::interrupted)) break;
       // Decided from exit codes, which every rank sees alike, so all ranks skip the same rungs.
       if (e.code != exit_code::ok) {

@@ -19,7 +19,12 @@ std::string self_executable() {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw run_error("runtime", "cannot find this executable (/proc/self/exe): " + ec.message());
-  return path.string();
+  // A rebuilt binary leaves "<path> (deleted)" behind; the name is still the one the user ran.
+  const std::string deleted = " (deleted)";
+  std::string name = path.string();
+  if (name.size() > deleted.size() && name.compare(name.size() - deleted.size(), deleted.size(), deleted) == 0)
+    name.resize(name.size() - deleted.size());
+  return name;
 }
 
 held_signals::held_signals() {
@@ -61,7 +66,8 @@ pid_t spawn(const std::vector<std::string>& argv, const held_signals& held) {
   posix_spawnattr_setsigmask(&attr, &held.saved());
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = -1;
-  const int err = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), environ);
+  // In the child, /proc/self/exe is still this process's executable (posix_spawn has not exec'd yet).
+  const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, args.data(), environ);
   posix_spawnattr_destroy(&attr);
   if (err != 0) throw run_error("runtime", "cannot start '" + argv[0] + "': " + std::strerror(err));
   return pid;
@@ -69,8 +75,8 @@ pid_t spawn(const std::vector<std::string>& argv, const held_signals& held) {
 
 }  // namespace
 
-child_exit run_child(const std::vector<std::string>& argv, const held_signals& held) {
-  TB_ASSERT(!argv.empty(), "run_child needs a program");
+child_exit run_self(const std::vector<std::string>& argv, const held_signals& held) {
+  TB_ASSERT(!argv.empty(), "run_self needs argv[0]");
   const pid_t pid = spawn(argv, held);
   child_exit out;
   for (;;) {

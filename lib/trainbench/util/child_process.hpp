@@ -6,10 +6,10 @@
 
 namespace trainbench {
 
-// The running executable's own path (/proc/self/exe), so a command can start itself again.
+// The running executable's path (/proc/self/exe), for messages and a child's argv[0].
 std::string self_executable();
 
-// While it lives, SIGINT, SIGTERM and SIGCHLD wait for run_child and interrupt_pending instead
+// While it lives, SIGINT, SIGTERM and SIGCHLD wait for run_self and interrupt_pending instead
 // of running a handler. Make it before starting threads: they inherit the mask, so no signal
 // lands in a thread that does not look for it.
 class held_signals {
@@ -33,9 +33,12 @@ struct child_exit {
   bool interrupted = false;  // SIGINT or SIGTERM reached this process while the child ran
 };
 
-// Runs argv[0] with these arguments, sharing stdout, stderr and the environment, and waits.
+// Runs this very executable again with argv (argv[0] is only the name the child sees), sharing
+// stdout, stderr and the environment, and waits. It execs /proc/self/exe, the file this process
+// started from, so a rebuild that replaces or deletes the binary meanwhile neither breaks the
+// children nor mixes two builds in one ladder.
 // A SIGINT or SIGTERM sent to this process alone is forwarded to the child, so the child
 // writes its interrupted report either way (a terminal's Ctrl-C reaches both already).
-child_exit run_child(const std::vector<std::string>& argv, const held_signals& held);
+child_exit run_self(const std::vector<std::string>& argv, const held_signals& held);
 
 }  // namespace trainbench
