@@ -155,6 +155,8 @@ TEST_CASE("ladder runs the CPU profiles in natural order, in rounds of fresh pro
   }
   // --set is shown where it changes what a rung's file says: 01-batch-32 ran at batch 4.
   CHECK(md.find("train.batch_size 32 -> 4") != std::string::npos);
+  // ... and so the rung is a rerun of the one before, which the table says.
+  CHECK(md.find("**no effect here**: the same work as 00-baseline once --set is applied") != std::string::npos);
   CHECK(md.find("1 round(s), each round a fresh process") != std::string::npos);
   CHECK(r.output.find("ladder.md") != std::string::npos);    // -q still says where the results are
   CHECK(r.output.find("vs previous") == std::string::npos);  // but not the table
@@ -193,6 +195,7 @@ TEST_CASE("the same profile twice in one ladder is SAME, never FASTER or SLOWER"
   INFO(judged.reason);
   CHECK(judged.result != verdict::faster);
   CHECK(judged.result != verdict::slower);
+  CHECK(read(dir / "out/ladder.md").find("**no effect here**: the same work as 1-first |") != std::string::npos);
 }
 
 TEST_CASE("without --out a ladder writes to reports/<the profiles' folder>, so ladders keep their results") {

@@ -129,6 +129,11 @@ void describe_as_run(ladder_rung& rung, const rung_plan& r, const rung_plan* pre
         rung.no_effect.push_back(n);
   }
   rung.without_effect = !changes.empty() && ineffective == changes.size();
+  if (changes.empty()) {  // e.g. batch 512 under --set train.batch_size=8: a rerun of the rung before
+    rung.no_effect.push_back("the same work as " + previous->stem +
+                             (overrides.empty() ? "" : " once --set is applied"));
+    rung.without_effect = true;
+  }
 }
 
 ladder_rung table_row(const rung_plan& r, const rung_plan* previous) {
