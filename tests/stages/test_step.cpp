@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
+#include "trainbench/stages/amp.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"
 #include "trainbench/stages/train_step.hpp"
@@ -341,4 +342,24 @@ TEST_CASE("a parameter without a gradient does not stop the others from stepping
     CHECK(at::equal(p[1].detach(), mid[1]));
     CHECK(at::equal(p[2].detach(), mid[2]));
   }
+}
+
+TEST_CASE("autocast scopes restore the previous dtype and cache setting, also on unwind") {
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  {
+    autocast_scope amp(at::kCPU, at::kHalf, true);
+    CHECK(at::autocast::get_autocast_dtype(at::kCPU) == at::kHalf);
+    CHECK(at::autocast::is_autocast_enabled(at::kCPU));
+  }
+  CHECK(at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16);
+  CHECK_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+
+  REQUIRE(at::autocast::is_autocast_cache_enabled());
+  try {
+    autocast_cache_off no_cache;
+    CHECK_FALSE(at::autocast::is_autocast_cache_enabled());
+    throw std::runtime_error("a capture that fails");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(at::autocast::is_autocast_cache_enabled());
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -17,8 +18,6 @@
 
 namespace trainbench {
 namespace {
-
-constexpr int warmup_steps = 3;
 
 // Ends an open capture if an exception unwinds through it, so the stream is usable again.
 class capture_guard {
@@ -37,6 +36,22 @@ class capture_guard {
  private:
   at::cuda::CUDAGraph& graph_;
   bool done_ = false;
+};
+
+// Copies of tensors a step changes in place, written back by restore().
+class state_snapshot {
+ public:
+  explicit state_snapshot(std::vector<at::Tensor> live) : live_(std::move(live)) {
+    at::NoGradGuard no_grad;
+    for (const auto& t : live_) saved_.push_back(t.detach().clone());
+  }
+  void restore() const {
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < live_.size(); ++i) live_[i].detach().copy_(saved_[i]);
+  }
+
+ private:
+  std::vector<at::Tensor> live_, saved_;
 };
 
 class graph_step final : public train_step {
@@ -59,6 +74,9 @@ class graph_step final : public train_step {
     if (!graph_) capture();
     graph_->replay();
   }
+  void prepare() override {
+    if (!graph_) capture();
+  }
   void backward() override {}
   void optimizer_step() override {}
   bool fused() const override { return true; }
@@ -68,7 +86,8 @@ class graph_step final : public train_step {
   const resnet& model() const override { return model_; }
   std::string describe() const override {
     return "CUDA graph of forward + loss + backward + SGD" + std::string(scaler_ ? " + loss scaling" : "") +
-           " (captured after " + std::to_string(warmup_steps) + " eager warm-up steps on a side stream)";
+           " (captured before the first batch, after " + std::to_string(graph_warmup_steps) +
+           " eager warm-up steps on a side stream whose updates are undone)";
   }
   std::pair<at::Tensor, at::Tensor> static_inputs() const override { return {static_images_, static_labels_}; }
 
@@ -89,38 +108,60 @@ class graph_step final : public train_step {
     return loss.detach();
   }
 
+  // Everything a step changes in place: parameters, batch-norm statistics, momentum, scaler.
+  std::vector<at::Tensor> step_state() const {
+    std::vector<at::Tensor> state = model_->parameters();
+    for (const auto& b : model_->buffers()) state.push_back(b);
+    for (const auto& b : optimizer_.momentum_buffers()) state.push_back(b);
+    if (scaler_)
+      for (const auto& t : scaler_->state()) state.push_back(t);
+    return state;
+  }
+
   void capture() {
+    // Every stream, sync and allocator call below is on the run's device, whichever is current.
+    c10::cuda::CUDAGuard device_guard(options_.device);
     const auto index = options_.device.index();
     auto current = c10::cuda::getCurrentCUDAStream(index);
     auto side = c10::cuda::getStreamFromPool(false, index);
-    at::cuda::CUDAEvent before, after;
-    before.record(current);
-    before.block(side);
     {
-      // Lazy work must happen before capture: cuDNN autotuning, cuBLAS handles and workspaces,
-      // allocator blocks for this stream.
-      c10::cuda::CUDAStreamGuard guard(side);
-      for (int i = 0; i < warmup_steps; ++i) {
-        optimizer_.zero_grad();
-        body();
+      // The warm-up steps train on whatever the static inputs hold (zeros before the first batch):
+      // undo them, so the graph trains exactly as the eager step would on the same batches.
+      const state_snapshot saved(step_state());
+      at::cuda::CUDAEvent before, after;
+      before.record(current);
+      before.block(side);
+      {
+        // Lazy work must happen before capture: cuDNN autotuning, cuBLAS handles and workspaces,
+        // allocator blocks for this stream.
+        c10::cuda::CUDAStreamGuard guard(side);
+        for (int i = 0; i < graph_warmup_steps; ++i) {
+          optimizer_.zero_grad();
+          body();
+        }
+        optimizer_.zero_grad();  // grads are allocated from the graph's pool during capture
       }
+      after.record(side);
+      after.block(current);
+      saved.restore();
     }
-    after.record(side);
-    after.block(current);
     c10::cuda::device_synchronize();
-    optimizer_.zero_grad();  // grads are allocated from the graph's pool during capture
-    at::autocast::set_autocast_cache_enabled(false);
-    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    // As torch.cuda.graph does before capture_begin: hand the warm-up's cached blocks back to the
+    // driver. The allocator never frees cached blocks during a capture, so without this the
+    // graph's private pool would need a second copy of the activations and gradients.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    const autocast_cache_off no_cache;  // restored on unwind too
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
     {
       c10::cuda::CUDAStreamGuard guard(side);
-      capture_guard open(*graph_);
+      capture_guard open(*graph);
       // Thread-local mode: a loader thread pinning memory must not invalidate the capture.
-      graph_->capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
+      graph->capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
       static_loss_ = body();
-      graph_->capture_end();
+      graph->capture_end();
       open.done();
     }
-    at::autocast::set_autocast_cache_enabled(true);
+    graph_ = std::move(graph);  // only a complete capture: after a failed one, the next batch captures again
   }
 
   resnet model_;

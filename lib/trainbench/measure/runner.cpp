@@ -17,6 +17,10 @@ runner::runner(pipeline& p, const measure_config& m, progress_fn progress)
 }
 
 void runner::run() {
+  if (p_.step) {
+    nvtx_range range(batch_ranges_, "prepare");  // a CUDA graph's capture: never in a window
+    p_.step->prepare();
+  }
   warmup();
   p_.probe->reset_peaks();
   p_.probe->start_sampling();
