@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
@@ -183,6 +184,30 @@ TEST_CASE("a capture that throws restores the autocast cache, and the next batch
   CHECK(at::autocast::is_autocast_cache_enabled());
   armed = false;
   model->parameters()[0].remove_hook(hook);
+  CHECK_NOTHROW(step->forward(batch(1, 8, 32)));
+  torch::cuda::synchronize();
+  CHECK(std::isfinite(step->last_loss().item<double>()));
+}
+
+// A sync inside the capture invalidates it, so capture_end() itself fails; the allocator must still
+// learn that the capture is over (else every later emptyCache() fails an internal assertion, and
+// the batch-size search calls one after each try).
+TEST_CASE("an invalidated capture leaves the allocator usable, and the next batch captures again", "[gpu]") {
+  require_cuda();
+  at::manual_seed(0);
+  resnet model = make_resnet("resnet18", 10);
+  model->to(at::kCUDA);
+  int backward_passes = 0;
+  bool armed = true;
+  const auto hook = model->parameters()[0].register_hook([&](const at::Tensor& g) {
+    if (armed && ++backward_passes > graph_warmup_steps) (void)g.sum().item<float>();  // a host sync: illegal
+  });
+  auto step = make_graph_step(model, options(amp_mode::off, false), {8, 3, 32, 32}, false);
+  CHECK_THROWS(step->forward(batch(0, 8, 32)));
+  armed = false;
+  model->parameters()[0].remove_hook(hook);
+  (void)cudaGetLastError();
+  CHECK_NOTHROW(c10::cuda::CUDACachingAllocator::emptyCache());
   CHECK_NOTHROW(step->forward(batch(1, 8, 32)));
   torch::cuda::synchronize();
   CHECK(std::isfinite(step->last_loss().item<double>()));

@@ -1,6 +1,7 @@
 // The whole training step (forward, loss, backward, unscale, SGD, scale update) captured once
 // into a CUDA graph and replayed per batch: the C++ stand-in for torch.compile.
 #include <ATen/ATen.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -19,22 +20,46 @@
 namespace trainbench {
 namespace {
 
-// Ends an open capture if an exception unwinds through it, so the stream is usable again.
+// Ends an open capture if an exception unwinds through it, so the stream is usable again. When
+// that capture_end() fails too (cudaStreamEndCapture rejects an invalidated capture, e.g. one
+// that tried to sync), CUDAGraph throws before it tells the allocators the capture is over, and
+// its reset() releases the private pool only after a successful capture. Left so, the caching
+// allocator believes a capture is still underway: every later emptyCache() fails an internal
+// assertion (the batch-size search empties the cache after each try) and an allocation that
+// misses never frees cached blocks. So the guard ends the pool's use itself.
 class capture_guard {
  public:
-  explicit capture_guard(at::cuda::CUDAGraph& g) : graph_(g) {}
+  capture_guard(at::cuda::CUDAGraph& g, c10::DeviceIndex device, c10::MempoolId_t pool)
+      : graph_(g), device_(device), pool_(pool) {}
   ~capture_guard() {
-    if (!done_) {
-      try {
-        graph_.capture_end();
-      } catch (...) {
-      }
+    if (done_) return;
+    try {
+      graph_.capture_end();
+      return;  // a capture that ended: the graph's reset() releases its pool
+    } catch (...) {
     }
+    // Each may already have happened (or never begun) depending on where the capture failed.
+    auto* host = at::getHostAllocator(at::kCUDA);
+    ignore_errors([&] { c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_); });
+    ignore_errors([&] { host->end_allocate_to_pool(pool_); });
+    ignore_errors([&] { c10::cuda::CUDACachingAllocator::releasePool(device_, pool_); });
+    ignore_errors([&] { host->release_pool(pool_); });
   }
+  capture_guard(const capture_guard&) = delete;
+  capture_guard& operator=(const capture_guard&) = delete;
   void done() { done_ = true; }
 
  private:
+  template <class F>
+  static void ignore_errors(F&& f) {
+    try {
+      f();
+    } catch (...) {
+    }
+  }
   at::cuda::CUDAGraph& graph_;
+  c10::DeviceIndex device_;
+  c10::MempoolId_t pool_;
   bool done_ = false;
 };
 
@@ -154,9 +179,10 @@ class graph_step final : public train_step {
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     {
       c10::cuda::CUDAStreamGuard guard(side);
-      capture_guard open(*graph);
+      const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
+      capture_guard open(*graph, c10::cuda::current_device(), pool);
       // Thread-local mode: a loader thread pinning memory must not invalidate the capture.
-      graph->capture_begin(at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
+      graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       static_loss_ = body();
       graph->capture_end();
       open.done();
