@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <mutex>
