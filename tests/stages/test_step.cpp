@@ -295,7 +295,7 @@ TEST_CASE("a skipped scaled step after clean ones leaves the model untouched, pe
     o.optimizer.momentum = 0.9;
     o.optimizer.foreach = foreach;
     auto step = make_eager_step(model, o);
-    const auto batch = fixed_batch(2, 16, 9);
+    const auto batch = fixed_batch(2, 8, 9);
     for (int i = 0; i < 3; ++i) {
       step->forward(batch);
       step->backward();
