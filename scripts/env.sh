@@ -2,5 +2,6 @@
 # Kept outside the checkout so that every clone on a machine reuses one 5 GB install.
 TORCH_VERSION_PIN="2.11.0"
 TORCHVISION_VERSION_PIN="0.26.0"
+NVJPEG_VERSION_PIN="13.0.1.86"  # what torch's cuda-toolkit==13.0.2 pin resolves nvjpeg to
 TRAINBENCH_VENV="${TRAINBENCH_VENV:-$HOME/.cache/trainbench/venv-torch-$TORCH_VERSION_PIN}"
 TRAINBENCH_PYTHON="$TRAINBENCH_VENV/bin/python"

@@ -18,6 +18,7 @@ esac
 
 packages=(g++ cmake ninja-build git python3 python3-venv pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev
+          libjpeg62-turbo-dev  # libjpeg-turbo: partial and DCT-scaled JPEG decoding
           dataset-fashion-mnist
           libgloo-dev)  # headers only: ProcessGroupGloo.hpp includes Gloo's, the wheel lacks them
 missing=()
@@ -50,6 +51,15 @@ else
   python3 -m venv "$TRAINBENCH_VENV"
   "$TRAINBENCH_PYTHON" -m pip install --quiet --upgrade pip
   "$TRAINBENCH_PYTHON" -m pip install --quiet "torch==$TORCH_VERSION_PIN" "torchvision==$TORCHVISION_VERSION_PIN" pyyaml
+fi
+
+# data.decode: device compiles against this wheel's nvjpeg.h and loads its libnvjpeg.so.13 at run
+# time; the version is the one torch's cuda-toolkit 13.0.2 pin selects (cuda-toolkit[nvjpeg]).
+if [ -f "$("$TRAINBENCH_PYTHON" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "include", "nvjpeg.h"))')" ]; then
+  step "nvjpeg: present"
+else
+  step "nvjpeg: installing nvidia-nvjpeg==$NVJPEG_VERSION_PIN into $TRAINBENCH_VENV"
+  "$TRAINBENCH_PYTHON" -m pip install --quiet "nvidia-nvjpeg==$NVJPEG_VERSION_PIN"
 fi
 
 prefix=$("$TRAINBENCH_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')

@@ -69,14 +69,16 @@ int main(int argc, char** argv) {
   show->add_option("--config,-c", show_req.config, "profile YAML file")->required();
   show->add_option("--set", show_req.sets, "override a key: key.path=value (repeatable)");
 
-  std::string ds_kind, ds_out;
-  long long ds_samples = 50000;
-  unsigned long long ds_seed = 0;
-  auto* make_ds = app.add_subcommand("make-dataset", "write a random dataset in a real dataset's file layout");
-  make_ds->add_option("kind", ds_kind, "dataset layout: cifar10")->required();
-  make_ds->add_option("--out", ds_out, "output folder")->required();
-  make_ds->add_option("--samples", ds_samples, "training samples (test split gets a fifth)");
-  make_ds->add_option("--seed", ds_seed, "random seed");
+  make_dataset_request ds;
+  auto* make_ds = app.add_subcommand("make-dataset", "write a generated dataset in a real dataset's file layout");
+  make_ds->add_option("kind", ds.kind, "dataset layout: cifar10 (random pixels) | imagefolder (dead-leaves JPEGs)")
+      ->required();
+  make_ds->add_option("--out", ds.out, "output folder")->required();
+  make_ds->add_option("--samples", ds.samples,
+                      "cifar10: training samples, at most 10 million (the test split gets a fifth)");
+  make_ds->add_option("--classes", ds.classes, "imagefolder: class folders (default 10)");
+  make_ds->add_option("--per-class", ds.per_class, "imagefolder: training JPEGs per class; val/ gets a tenth");
+  make_ds->add_option("--seed", ds.seed, "random seed");
 
   compare_request cmp;
   auto* compare = app.add_subcommand("compare", "compare two reports or folders of reports; exit 1 on a regression");
@@ -84,6 +86,8 @@ int main(int argc, char** argv) {
   compare->add_option("candidate", cmp.candidate, "candidate report file or folder")->required();
   compare->add_option("--threshold", cmp.threshold_pct, "smallest change in percent that counts (default 3)");
   compare->add_option("--alpha", cmp.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  compare->add_flag("!--no-family-correction", cmp.family_correction,
+                    "test each profile at alpha on its own (default: Holm's correction across the profiles)");
   compare->add_option("--format", cmp.format, "text | markdown | json")
       ->check(CLI::IsMember({"text", "markdown", "json"}));
 
@@ -122,7 +126,7 @@ int main(int argc, char** argv) {
     }
     if (*validate) return validate_command(validate_files);
     if (*show) return show_command(show_req.config, show_req.sets);
-    if (*make_ds) return make_dataset_command(ds_kind, ds_out, ds_samples, ds_seed);
+    if (*make_ds) return make_dataset_command(ds);
     if (*compare) return compare_command(cmp);
     if (*ladder) {
       lad.command_line = command_line;

@@ -60,6 +60,12 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
   }
   ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
               "device-synthetic data has no loader");
+  const bool folder = p.data.source == data_source::imagefolder;
+  ineffective(
+      !folder && p.data.transform == data_transform::eval, "data.transform",
+      std::string(to_string(p.data.source)) + " images are resized whole; eval's crop is for data.source: imagefolder");
+  ineffective(!folder && p.data.on_bad_file == bad_file_policy::skip, "data.on_bad_file",
+              "only data.source: imagefolder reads one file per sample");
 }
 
 void choose_threads(const profile& p, bool on_cuda, int local_world, effective_settings& e) {
@@ -81,12 +87,49 @@ void choose_threads(const profile& p, bool on_cuda, int local_world, effective_s
   }
 }
 
-std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, std::int64_t batch,
-                                          effective_settings& e) {
+// data.decode: device where nvJPEG can run here; otherwise the host decodes, and the report says
+// so as an ineffective switch (an error with --strict).
+std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device device, bool strict,
+                                               effective_settings& e) {
+  if (p.data.source != data_source::imagefolder || p.data.decode != decode_place::device) return nullptr;
+  std::string why;
+  std::unique_ptr<transfer_stage> stage;
+  if (!device.is_cuda()) {
+    why = "the device is " + e.device + "; nvJPEG needs a CUDA device";
+  } else {
+    nvjpeg_options no;
+    no.image_size = p.data.image_size;
+    no.mean = p.data.normalize.mean;
+    no.std = p.data.normalize.std;
+    no.channels_last = p.model.channels_last;
+    no.copy_stream = p.transfer.copy_stream;
+    stage = make_nvjpeg_transfer(device, no, why);
+  }
+  if (stage) {
+    auto ineffective = [&](bool requested, const char* key, const std::string& reason) {
+      if (!requested) return;
+      if (strict) throw config_error("", key, "has no effect here (" + reason + ") and --strict was given");
+      e.notes.push_back(std::string(key) + ": requested but ineffective: " + reason);
+    };
+    ineffective(p.data.pin_memory, "data.pin_memory",
+                "with data.decode: device nvJPEG reads the file bytes from pageable memory; only labels are pinned");
+    ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
+                "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
+    return stage;
+  }
+  const std::string message = why + "; decoded on the host (libjpeg-turbo) instead";
+  if (strict)
+    throw config_error("", "data.decode", "'device' has no effect here (" + message + ") and --strict was given");
+  e.notes.push_back("data.decode: requested but ineffective: " + message);
+  return nullptr;
+}
+
+std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, bool encoded,
+                                          std::int64_t batch, effective_settings& e) {
   std::shared_ptr<const dataset> data;
   try {
     data = open_dataset(p.data, p.model.num_classes, p.seed);
-  } catch (const input_error& missing) {
+  } catch (const dataset_missing& missing) {  // absent files only: a corrupt one always fails
     if (p.data.fallback != data_fallback::synthetic) throw;
     // Asked for explicitly by the profile, and said loudly: the numbers are not for this dataset.
     e.notes.push_back(std::string("data.source: ") + to_string(p.data.source) + " unavailable (" + missing.what() +
@@ -94,6 +137,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
     data = make_synthetic(p.data.samples, p.data.source_size, 3, p.model.num_classes, p.seed);
   }
   e.dataset = data->describe();
+  if (data->files()) e.decode = "host";
   loader_options lo;
   lo.batch_size = static_cast<int>(batch);
   lo.workers = p.data.workers;
@@ -109,6 +153,11 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.seed = p.seed;
   lo.rank = o.launch.rank;
   lo.world = o.launch.world;
+  lo.folder.transform = p.data.transform;
+  lo.folder.max_image_pixels = p.data.max_image_pixels;
+  lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
+  lo.folder.partial_decode = p.data.partial_decode;
+  lo.encoded = encoded && data->files();
   auto loader = std::make_unique<batch_loader>(std::move(data), lo);
   e.loader_workers = loader->workers();
   e.loader_slots = loader->slots();
@@ -251,8 +300,14 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   const bool host_data = p.data.source != data_source::device_synthetic;
   const bool graph = on_cuda && p.backend.cuda_graph && !out.group;
   if (host_data) {
-    out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, batch, e);
-    out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
+    std::unique_ptr<transfer_stage> decoder = device_decoder(p, device, o.strict, e);
+    out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, decoder != nullptr, batch, e);
+    if (decoder && out.loader->encoded()) {
+      out.transfer = std::move(decoder);
+      e.decode = "device";
+    } else {
+      out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
+    }
     e.transfer = out.transfer->describe();
     e.non_blocking = on_cuda && (p.transfer.non_blocking || p.transfer.copy_stream) && e.pinned_memory;
     e.copy_stream = on_cuda && p.transfer.copy_stream;

@@ -97,6 +97,17 @@ TEST_CASE("noisy or too few windows give no verdict, and a loop above its ceilin
   CHECK(judge_bottleneck(windows(noisy, steady), profile{}, 3.0, 0.05).result == bound::ambiguous);
   const auto few = judge_bottleneck(windows({80, 81, 79}, {100, 101, 99}), profile{}, 3.0, 0.05);
   CHECK(few.result == bound::ambiguous);
-  CHECK(few.explanation.find("too few repeats") != std::string::npos);
+  CHECK(few.explanation.find("too few windows") != std::string::npos);
+  CHECK(few.row.windows_to_decide == std::size_t{4});
   CHECK(judge_bottleneck(windows(scaled(steady, 1.2), steady), profile{}, 3.0, 0.05).result == bound::unexpected);
+}
+
+TEST_CASE("COMPUTE-BOUND only when the gap's interval lies within the threshold") {
+  // A loop 2.6% below its ceiling with a 95% interval of [-7.0%, +0.2%]: a 7% input cost is
+  // well within what these windows allow, so the verdict is AMBIGUOUS, never COMPUTE-BOUND.
+  const auto f = judge_bottleneck(windows({968.5, 987.6, 976.9, 994.7, 949.3}, {1021.3, 986.0, 993.2, 1046.9, 990.1}),
+                                  profile{}, 3.0, 0.05);
+  CHECK(f.result == bound::ambiguous);
+  CHECK(f.explanation.find("[-7.0%, +0.2%] reaches beyond ±3%") != std::string::npos);
+  CHECK(f.row.windows_to_decide);
 }

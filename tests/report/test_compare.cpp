@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "helpers.hpp"
 #include "trainbench/report/compare.hpp"
@@ -26,16 +27,15 @@ TEST_CASE("Mann-Whitney U, exact distribution for small samples without ties") {
   CHECK(smallest_p(5, 5) < 0.05);
 }
 
-TEST_CASE("Mann-Whitney U with ties uses the tie-corrected normal approximation") {
-  // Hand computation: pooled ranks 1,2,3.5,3.5 | 5,6,7,8 ... a = {1,2,3,3}, b = {3,4,5,6} -> ties at 3 (three values).
+TEST_CASE("Mann-Whitney U with ties, small samples: exact over the arrangements of the tied ranks") {
+  // a = {1,2,3,3}, b = {3,4,5,6}: three values tie at 3, ranks 1,2,4,4 (a) and 4,6,7,8 (b); U = 11 - 10 = 1.
   const auto r = mann_whitney_u({1, 2, 3, 3}, {3, 4, 5, 6});
-  // ranks: 1,2,4,4 (a) and 4,6,7,8 (b); R_a = 11, U = 11 - 10 = 1.
-  CHECK_FALSE(r.exact);
+  CHECK(r.exact);
+  CHECK(r.ties);
   CHECK(r.u == Approx(1.0));
-  // var = n m / 12 * ((N + 1) - sum(t^3 - t) / (N (N - 1))) = 16/12 * (9 - 24/56)
-  const double var = 16.0 / 12.0 * (9.0 - 24.0 / 56.0);
-  const double z = (std::abs(1.0 - 8.0) - 0.5) / std::sqrt(var);
-  CHECK(r.p == Approx(std::erfc(z / std::sqrt(2.0))));
+  // Rank sums of a at most 11 over the C(8,4) = 70 ways to pick a's four ranks from {1,2,4,4,4,6,7,8}:
+  // {1,2,4,4} three ways (two of the three 4s), so P(R <= 11) = 3/70 (R = 10 is impossible); two-sided 6/70.
+  CHECK(r.p == Approx(6.0 / 70.0));
 }
 
 namespace {
@@ -80,12 +80,13 @@ TEST_CASE("verdicts on constructed reports") {
     const std::vector<double> noisy_b{78, 118, 93, 103, 128, 68, 98};
     auto c = compare_reports({fake_report("a", "h", noisy_a)}, {fake_report("a", "h", noisy_b)}, 3, 0.05);
     CHECK(c.rows[0].result == verdict::ambiguous);
-    CHECK(c.rows[0].reason.find("noisy") != std::string::npos);
+    CHECK(c.rows[0].reason.find("reaches beyond ±3%") != std::string::npos);
+    CHECK(c.rows[0].reason.find("noise cv") != std::string::npos);
   }
-  SECTION("too few repeats is AMBIGUOUS and says so") {
+  SECTION("too few windows is AMBIGUOUS and says so") {
     auto c = compare_reports({fake_report("a", "h", {100, 101, 99})}, {fake_report("a", "h", {50, 51, 49})}, 3, 0.05);
     CHECK(c.rows[0].result == verdict::ambiguous);
-    CHECK(c.rows[0].reason.find("too few repeats") != std::string::npos);
+    CHECK(c.rows[0].reason.find("too few windows") != std::string::npos);
   }
 }
 
@@ -173,4 +174,147 @@ TEST_CASE("a partial run is compared on the windows it finished, with a warning 
   REQUIRE(c.warnings.size() == 1);
   CHECK(c.warnings[0].find("candidate run ended with status 'interrupted' after 4 of 5 windows") != std::string::npos);
   CHECK(compare_reports({fake_report("a", "h", r)}, {fake_report("a", "h", r)}, 3, 0.05).warnings.empty());
+}
+
+namespace {
+std::vector<double> times(const std::vector<double>& v, double factor) {
+  std::vector<double> out;
+  for (double x : v) out.push_back(x * factor);
+  return out;
+}
+std::string folder_args(const std::filesystem::path& dir) {
+  return "'" + (dir / "base").string() + "' '" + (dir / "cand").string() + "'";
+}
+}  // namespace
+
+TEST_CASE("Holm's correction across profiles: raw and adjusted p per row, --no-family-correction turns it off") {
+  // Three profiles 5 against 5, each 5% slower and separated: raw p = 2/252 = 0.0079 each. Holm
+  // multiplies the smallest by 3 (0.024 < 0.05): all three stay SLOWER. With eight such
+  // profiles the first step needs p < 0.05 / 8 = 0.00625, which 5 windows cannot reach.
+  const std::vector<double> base{100, 100.4, 99.6, 100.2, 99.8};
+  std::vector<json> b, c;
+  for (int i = 0; i < 3; ++i) {
+    b.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), base));
+    c.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), times(base, 0.95)));
+  }
+  auto three = compare_reports(b, c, 3, 0.05);
+  REQUIRE(three.rows.size() == 3);
+  for (const auto& r : three.rows) {
+    CHECK(r.result == verdict::slower);
+    CHECK(r.test.p == Approx(2.0 / 252));
+    CHECK(r.p_adjusted == Approx(3 * 2.0 / 252));
+    CHECK(r.family_size == 3);
+  }
+  for (int i = 3; i < 8; ++i) {
+    b.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), base));
+    c.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), times(base, 0.95)));
+  }
+  const auto eight = compare_reports(b, c, 3, 0.05);
+  for (const auto& r : eight.rows) {
+    CHECK(r.result == verdict::ambiguous);
+    CHECK(r.reason.find("after Holm's correction over 8 profiles") != std::string::npos);
+  }
+  bool warned = false;
+  for (const auto& w : eight.warnings)
+    warned = warned || w.find("6 windows per side can reach p = 0.00216") != std::string::npos;
+  CHECK(warned);
+  const auto alone = compare_reports(b, c, 3, 0.05, false);
+  for (const auto& r : alone.rows) {
+    CHECK(r.result == verdict::slower);
+    CHECK(r.p_adjusted == r.test.p);
+  }
+
+  // The command line: exit 0 with the correction (nothing SLOWER), 1 without it.
+  const auto dir = tbtest::scratch("compare-family");
+  std::filesystem::create_directories(dir / "base");
+  std::filesystem::create_directories(dir / "cand");
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    std::ofstream(dir / "base" / ("p" + std::to_string(i) + ".json")) << b[i].dump();
+    std::ofstream(dir / "cand" / ("p" + std::to_string(i) + ".json")) << c[i].dump();
+  }
+  auto r = tbtest::run_cli("compare " + folder_args(dir) + " --format json");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  const json j = json::parse(r.output.substr(r.output.find('{')));
+  CHECK(j["family_correction"] == "holm");
+  CHECK(j["family_size"] == 8);
+  CHECK(j["rows"][0]["p"].get<double>() == Approx(2.0 / 252));
+  CHECK(j["rows"][0]["p_adjusted"].get<double>() == Approx(8 * 2.0 / 252));
+  CHECK(j["rows"][0]["exact"] == true);
+  r = tbtest::run_cli("compare " + folder_args(dir) + " --no-family-correction");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("SLOWER") != std::string::npos);
+}
+
+TEST_CASE("compare exits 2 when nothing could be compared, naming the keys that differ") {
+  const auto dir = tbtest::scratch("compare-nothing");
+  std::filesystem::create_directories(dir / "base");
+  std::filesystem::create_directories(dir / "cand");
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  json a = fake_report("quickstart", "h1", r);
+  a["profile"]["resolved"] = "name: quickstart\ntrain:\n  batch_size: 32\n  optimizer: {name: sgd, lr: 0.001}\n";
+  json b = fake_report("quickstart", "h2", r);
+  b["profile"]["workload_hash"] = "w-other";
+  b["profile"]["resolved"] = "name: quickstart\ntrain:\n  batch_size: 64\n  optimizer: {name: sgd, lr: 0.001}\n";
+  std::ofstream(dir / "base/q.json") << a.dump();
+  std::ofstream(dir / "cand/q.json") << b.dump();
+  const auto out = tbtest::run_cli("compare " + folder_args(dir));
+  INFO(out.output);
+  CHECK(out.code == 2);
+  CHECK(out.output.find("no profile could be compared") != std::string::npos);
+  CHECK(out.output.find("not compared: quickstart: the profiles differ in train.batch_size: 32 vs 64") !=
+        std::string::npos);
+  CHECK(out.output.find("optimizer") == std::string::npos);  // only what differs
+  CHECK(profile_differences("a: 1\nb: {c: [1, 2]}\n", "a: 1\nb: {c: [1, 3]}\nd: x\n") ==
+        std::vector<std::string>{"b.c: [1, 2] vs [1, 3]", "d: (absent) vs x"});
+}
+
+TEST_CASE("compare of bottleneck folders skips bottleneck.json, and the Markdown verdict escapes '|'") {
+  const auto dir = tbtest::scratch("compare-bottleneck");
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5, 100.2, 99.8};
+  for (const char* side : {"base", "cand"}) {
+    std::filesystem::create_directories(dir / side);
+    const double f = std::string(side) == "base" ? 1.0 : 0.8;
+    std::ofstream(dir / side / "loop.json") << fake_report("loop|a", "h", times(r, f)).dump();  // a '|' to escape
+    std::ofstream(dir / side / "ceiling.json") << fake_report("p-ceiling", "hc", r).dump();
+    std::ofstream(dir / side / "bottleneck.json") << json({{"profile", "p"}, {"verdict", "COMPUTE-BOUND"}}).dump();
+  }
+  const auto out = tbtest::run_cli("compare " + folder_args(dir) + " --format markdown");
+  INFO(out.output);
+  CHECK(out.code == 1);  // the loop got 20% slower
+  CHECK(out.output.find("skipped, not a run report: ") != std::string::npos);
+  CHECK(out.output.find("bottleneck.json") != std::string::npos);
+  // Every table row has exactly the header's 9 unescaped bars.
+  std::istringstream lines(out.output);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("| p", 0) != 0 && line.rfind("| loop", 0) != 0) continue;
+    int bars = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    CHECK(bars == 9);
+    ++rows;
+  }
+  CHECK(rows == 3);  // header, loop|a, p-ceiling
+  // A report named directly is still checked strictly.
+  CHECK(tbtest::run_cli("compare '" + (dir / "base/bottleneck.json").string() + "' '" +
+                        (dir / "cand/loop.json").string() + "'")
+            .code == 2);
+}
+
+TEST_CASE("compare fails the gate when a candidate run measured no window, whatever else matched") {
+  const auto dir = tbtest::scratch("compare-crashed");
+  std::filesystem::create_directories(dir / "base");
+  std::filesystem::create_directories(dir / "cand");
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  std::ofstream(dir / "base/a.json") << fake_report("a", "ha", r).dump();
+  std::ofstream(dir / "cand/a.json") << fake_report("a", "ha", r).dump();
+  std::ofstream(dir / "base/b.json") << fake_report("b", "hb", r).dump();
+  json crashed = fake_report("b", "hb", {});
+  crashed["status"] = "error";
+  std::ofstream(dir / "cand/b.json") << crashed.dump();
+  const auto out = tbtest::run_cli("compare " + folder_args(dir));
+  INFO(out.output);
+  CHECK(out.code == 1);
+  CHECK(out.output.find("the candidate run of 'b' measured no window") != std::string::npos);
 }

@@ -61,6 +61,7 @@ TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have
   // 5 vs 5: the 3rd smallest and 3rd largest pairwise ratios, 150.5/99.5 - 1 > change > 149.5/100.5 - 1.
   CHECK(row("01-workers").find("+50.0% [+48.") != std::string::npos);
   CHECK(row("01-workers").find("%, +51.") != std::string::npos);
+  CHECK(row("01-workers").find("] FASTER") != std::string::npos);  // compare's verdict at 3%, alpha 0.05
   CHECK(row("02-pin").find("[") == std::string::npos);
 }
 
@@ -95,10 +96,12 @@ TEST_CASE("a failing rung is shown as failed with its reason and the ladder carr
   const auto base = tbtest::tiny_profile(dir);
   tbtest::write_text(dir / "rungs/01-ok.yaml", "extends: ../tiny.yaml\nname: ok\ndescription: fine\n");
   tbtest::write_text(dir / "rungs/02-huge.yaml",
-                     "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\ndata: {image_size: 4000000}\n");
+                     "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\n"
+                     "data: {image_size: 8192, samples: 400}\ntrain: {batch_size: 400}\n");
   tbtest::write_text(dir / "rungs/10-after.yaml", "extends: 01-ok.yaml\nname: after\ndescription: still runs\n");
-  const auto r =
-      tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --quiet --out '" + (dir / "out").string() + "'");
+  // Rung 02's 300 GiB batch buffers are within the bounds but not within the limit: it fails to allocate.
+  const auto r = tbtest::run_cli_memory_limited("ladder '" + (dir / "rungs").string() + "' --quiet --out '" +
+                                                (dir / "out").string() + "'");
   INFO(r.output);
   CHECK(r.code == 1);
   std::ifstream md_in(dir / "out/ladder.md");

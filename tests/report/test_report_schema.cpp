@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "trainbench/report/compare.hpp"
 
 using nlohmann::json;
 
@@ -47,6 +48,8 @@ void validate(const json& v, const json& schema, const std::string& path, std::v
         validate(it.value(), schema["properties"][it.key()], path + "." + it.key(), errors);
       else if (schema.contains("additionalProperties") && schema["additionalProperties"].is_object())
         validate(it.value(), schema["additionalProperties"], path + "." + it.key(), errors);
+      else if (schema.contains("additionalProperties") && schema["additionalProperties"] == false)
+        errors.push_back(path + ": key " + it.key() + " is not in the schema");
     }
   }
   if (v.is_array() && schema.contains("items"))
@@ -79,8 +82,36 @@ TEST_CASE("reports from real CPU runs validate against the schema") {
   INFO(errors.size() << " errors, first: " << (errors.empty() ? "" : errors.front()));
   CHECK(errors.empty());
   // An error report has the same shape.
-  REQUIRE(tbtest::run_cli("run --config '" + profile + "' --set data.image_size=4000000").code == 1);
+  REQUIRE(tbtest::run_cli_memory_limited("run --config '" + profile + "'" + tbtest::too_big_for_this_machine).code ==
+          1);
   errors = check(tbtest::read_json(dir / "tiny.json"));
   INFO(errors.size() << " errors, first: " << (errors.empty() ? "" : errors.front()));
   CHECK(errors.empty());
+}
+
+TEST_CASE("compare --format json validates against schemas/compare.schema.json, which names every field") {
+  const json schema = tbtest::read_json(tbtest::source_dir() / "schemas/compare.schema.json");
+  const auto report = [](const std::string& name, const std::string& hash, const std::vector<double>& rates) {
+    json reps = json::array();
+    for (double r : rates) reps.push_back({{"samples", 100}, {"elapsed_s", 100.0 / r}, {"samples_per_s", r}});
+    return json{{"schema_version", 1},
+                {"status", "ok"},
+                {"profile", {{"name", name}, {"hash", hash}, {"workload_hash", "w-" + hash}, {"resolved", "a: 1\n"}}},
+                {"context", {{"gpu", nullptr}, {"libtorch", "2.11.0"}, {"build_type", "Release"}}},
+                {"results", {{"repeats", reps}}}};
+  };
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  json moved = report("moved", "h4", r);
+  moved["profile"]["resolved"] = "a: 2\n";
+  const auto c = trainbench::compare_reports(
+      {report("same", "h1", r), report("slow", "h2", r), report("empty", "h3", {}), report("moved", "h5", r)},
+      {report("same", "h1", r), report("slow", "h2", {80, 81, 79, 80.5, 79.5}), report("empty", "h3", r), moved}, 3,
+      0.05);
+  REQUIRE(c.unmatched.size() == 1);
+  const json out = json::parse(trainbench::format_comparison(c, "json"));
+  std::vector<std::string> errors;
+  validate(out, schema, "$", errors);
+  INFO(errors.size() << " errors, first: " << (errors.empty() ? "" : errors.front()));
+  CHECK(errors.empty());
+  CHECK(out["rows"].size() == 3);
 }

@@ -34,7 +34,14 @@ int run_command(const run_request& request);
 int bottleneck_command(const bottleneck_request& request);
 int validate_command(const std::vector<std::string>& files);
 int show_command(const std::string& config, const std::vector<std::string>& sets);
-int make_dataset_command(const std::string& kind, const std::string& out, long long samples, unsigned long long seed);
+struct make_dataset_request {
+  std::string kind, out;
+  long long samples = 50000;  // cifar10
+  int classes = 10;           // imagefolder
+  int per_class = 100;        // imagefolder
+  unsigned long long seed = 0;
+};
+int make_dataset_command(const make_dataset_request& request);
 std::string version_text();
 
 }  // namespace trainbench

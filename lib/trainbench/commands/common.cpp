@@ -41,6 +41,29 @@ void print_dist(const dist_result& d) {
                 *d.baseline_samples_per_s, d.baseline_report->c_str());
 }
 
+// Where the loader's time goes (image folders: per image), and every file it skipped.
+void print_loader(const loader_result& l) {
+  std::vector<double> busy, per_image[4];
+  for (const auto& w : l.windows) {
+    busy.push_back(w.fill_s / (std::max(1, l.workers) * w.elapsed_s));
+    if (w.images > 0)
+      for (int i = 0; i < 4; ++i) per_image[i].push_back(1000.0 * w.phase_s[i] / static_cast<double>(w.images));
+  }
+  if (!busy.empty()) {
+    std::printf("  loader       %d worker%s, busy %.0f%% of the window", l.workers, l.workers == 1 ? "" : "s",
+                100.0 * quantile(busy, 0.5));
+    if (l.phases && !per_image[0].empty())
+      std::printf("; per image: read %.3f, decode %.3f, crop+resize %.3f, normalize %.3f ms",
+                  quantile(per_image[0], 0.5), quantile(per_image[1], 0.5), quantile(per_image[2], 0.5),
+                  quantile(per_image[3], 0.5));
+    std::printf("\n");
+  }
+  if (!l.skipped_files.empty())
+    std::printf("  skipped      %zu bad file%s (data.on_bad_file: skip), %lld samples replaced\n",
+                l.skipped_files.size(), l.skipped_files.size() == 1 ? "" : "s",
+                static_cast<long long>(l.replaced_samples));
+}
+
 }  // namespace
 
 context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
@@ -55,7 +78,8 @@ context_info full_context(const std::string& command_line, const effective_setti
     c.gpu = gpu_info{f.name, f.uuid, f.driver.empty() ? "unknown (no NVML)" : f.driver, f.memory_bytes};
   }
   const fs::path data_dir = p.data.path.empty() ? default_data_path(p.data.source) : fs::path(p.data.path);
-  c.data_generated = p.data.source == data_source::cifar10 && fs::exists(data_dir / "GENERATED");
+  c.data_generated = (p.data.source == data_source::cifar10 || p.data.source == data_source::imagefolder) &&
+                     fs::exists(data_dir / "GENERATED");
   return c;
 }
 
@@ -81,6 +105,7 @@ void print_summary(const report_input& in) {
   if (r.memory.host_peak_rss_bytes)
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  if (r.loader) print_loader(*r.loader);
   if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
   std::fflush(stdout);
@@ -109,6 +134,12 @@ int record_failure(report_input& in) {
     in.error_kind = "interrupted";
     in.error_message = e.what();
     return exit_code::interrupted;
+  } catch (const input_error& e) {
+    // Bad data found mid-run (a corrupt JPEG): exit 2 as for any bad input, the report says so.
+    in.status = "error";
+    in.error_kind = "bad_input";
+    in.error_message = e.what();
+    return exit_code::bad_input;
   } catch (const run_error& e) {
     in.status = "error";
     in.error_kind = e.kind();

@@ -16,6 +16,8 @@ const char* to_string(data_source v) {
       return "synthetic";
     case data_source::device_synthetic:
       return "device-synthetic";
+    case data_source::imagefolder:
+      return "imagefolder";
   }
   return "?";
 }
@@ -73,6 +75,12 @@ const char* to_string(dist_backend v) {
   }
   return "?";
 }
+
+const char* to_string(data_transform v) { return v == data_transform::train ? "train" : "eval"; }
+
+const char* to_string(decode_place v) { return v == decode_place::host ? "host" : "device"; }
+
+const char* to_string(bad_file_policy v) { return v == bad_file_policy::error ? "error" : "skip"; }
 
 bool grad_scaler_enabled(const train_config& t) {
   if (t.grad_scaler == switch_mode::automatic) return t.amp == amp_mode::fp16;

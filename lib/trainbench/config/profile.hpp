@@ -6,13 +6,16 @@
 
 namespace trainbench {
 
-enum class data_source { cifar10, fashion_mnist, mnist, synthetic, device_synthetic };
+enum class data_source { cifar10, fashion_mnist, mnist, synthetic, device_synthetic, imagefolder };
 enum class preprocess_place { host, device };
 enum class data_fallback { none, synthetic };
 enum class amp_mode { off, fp16, bf16 };
 enum class switch_mode { automatic, on, off };
 enum class nvtx_level { off, batch, stage };
 enum class dist_backend { none, automatic, gloo, nccl };
+enum class data_transform { train, eval };
+enum class decode_place { host, device };
+enum class bad_file_policy { error, skip };
 
 struct model_config {
   std::string arch = "resnet18";
@@ -41,6 +44,12 @@ struct data_config {
   data_fallback fallback = data_fallback::none;  // when the dataset's files are missing
   int samples = 2048;                            // synthetic: images generated once
   int source_size = 32;                          // synthetic: side of the generated uint8 images
+  // imagefolder (JPEG folders in torchvision's ImageFolder layout):
+  data_transform transform = data_transform::train;  // RandomResizedCrop + flip, or Resize + CenterCrop
+  decode_place decode = decode_place::host;          // libjpeg-turbo in the workers, or nvJPEG on the GPU
+  bad_file_policy on_bad_file = bad_file_policy::error;
+  bool partial_decode = true;       // false: decode every JPEG whole at full resolution (for comparison)
+  int max_image_pixels = 89478485;  // PIL's Image.MAX_IMAGE_PIXELS: larger headers are refused unread
 };
 
 struct optimizer_config {
@@ -115,6 +124,9 @@ const char* to_string(amp_mode v);
 const char* to_string(switch_mode v);
 const char* to_string(nvtx_level v);
 const char* to_string(dist_backend v);
+const char* to_string(data_transform v);
+const char* to_string(decode_place v);
+const char* to_string(bad_file_policy v);
 
 // Whether fp16 loss scaling is on, after resolving `auto`.
 bool grad_scaler_enabled(const train_config& t);

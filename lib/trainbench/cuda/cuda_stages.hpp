@@ -35,6 +35,16 @@ constexpr int graph_warmup_steps = 3;
 std::unique_ptr<train_step> make_graph_step(resnet model, const step_options& options,
                                             const std::vector<std::int64_t>& input_shape, bool channels_last);
 
+// data.decode: device (nvJPEG). Null, with the reason in `why`, where libnvjpeg cannot be loaded.
+struct nvjpeg_options {
+  int image_size = 224;
+  std::vector<double> mean, std;
+  bool channels_last = false;
+  bool copy_stream = false;  // decode on a side stream, one batch ahead of the step
+};
+std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device device, const nvjpeg_options& options,
+                                                     std::string& why);
+
 struct batch_search_request {
   c10::Device device = c10::kCUDA;
   std::string arch = "resnet18";

@@ -20,6 +20,10 @@ std::unique_ptr<train_step> make_graph_step(resnet, const step_options&, const s
 }
 std::int64_t search_batch_size(const batch_search_request&, std::vector<std::pair<std::int64_t, bool>>&) { no_cuda(); }
 cuda_versions cuda_library_versions() { return {}; }
+std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_options&, std::string& why) {
+  why = "this trainbench was built against a LibTorch without CUDA";
+  return nullptr;
+}
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,
                                                     std::chrono::milliseconds) {
   no_cuda();

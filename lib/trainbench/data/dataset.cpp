@@ -15,7 +15,12 @@ memory_dataset::memory_dataset(std::string description, int height, int width, i
       classes_(classes),
       pixels_(std::move(pixels)),
       labels_(std::move(labels)) {
-  TB_ASSERT(pixels_.size() == labels_.size() * static_cast<std::size_t>(height * width * channels),
+  // The readers bound the sides; in 64 bits these products cannot wrap then.
+  TB_ASSERT(height > 0 && width > 0 && channels > 0 && height <= static_cast<int>(max_file_image_side) &&
+                width <= static_cast<int>(max_file_image_side) && channels <= 4,
+            "image shape out of the readers' bounds");
+  const std::size_t stride = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * channels;
+  TB_ASSERT(pixels_.size() / stride == labels_.size() && pixels_.size() % stride == 0,
             "pixel buffer does not match the sample count");
 }
 
@@ -32,6 +37,8 @@ std::filesystem::path default_data_path(data_source source) {
       return "/usr/share/datasets/fashion-mnist";
     case data_source::mnist:
       return "data/mnist";
+    case data_source::imagefolder:
+      return "data/imagenet";
     default:
       return {};
   }
@@ -64,6 +71,13 @@ std::shared_ptr<const dataset> open_dataset(const data_config& cfg, int num_clas
       break;
     case data_source::synthetic:
       ds = make_synthetic(cfg.samples, cfg.source_size, 3, num_classes, seed);
+      break;
+    case data_source::imagefolder:
+      ds = read_image_folder(dir, cfg.split);
+      if (ds->num_classes() != num_classes)
+        throw input_error(ds->describe() + " has " + std::to_string(ds->num_classes()) +
+                          " class folders but model.num_classes is " + std::to_string(num_classes) +
+                          ": set model.num_classes: " + std::to_string(ds->num_classes()));
       break;
     case data_source::device_synthetic:
       TB_ASSERT(false, "device-synthetic has no host dataset");

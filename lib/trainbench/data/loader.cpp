@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "trainbench/config/bounds.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -14,8 +15,28 @@ namespace trainbench {
 batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options options)
     : data_(std::move(data)),
       options_(std::move(options)),
-      transform_(data_->height(), data_->width(), data_->channels(), options_.image_size, options_.mean, options_.std,
-                 options_.channels_last) {
+      files_(data_->files()),
+      counters_(std::max(1, options_.workers)) {
+  sinks_.push_back(&counters_);
+  if (options_.trace) sinks_.push_back(options_.trace);
+  if (files_) {
+    TB_ASSERT(!options_.raw_uint8, "image folders vary in size; they cannot ship raw source images");
+  } else {
+    TB_ASSERT(!options_.encoded, "only image folders ship encoded files");
+  }
+  if (files_) {
+    folder_options& f = options_.folder;
+    f.image_size = options_.image_size;
+    f.channels_last = options_.channels_last;
+    f.mean = options_.mean;
+    f.std = options_.std;
+    f.seed = options_.seed;
+    bad_ = std::make_unique<bad_files>(files_->size());
+  } else {
+    transform_ =
+        std::make_unique<image_transform>(data_->height(), data_->width(), data_->channels(), options_.image_size,
+                                          options_.mean, options_.std, options_.channels_last);
+  }
   const std::int64_t n = data_->size();
   shard_size_ = n / options_.world;
   const std::int64_t b = options_.batch_size;
@@ -25,12 +46,14 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
                       " samples per rank, fewer than one batch of " + std::to_string(b) + " with drop_last");
   }
   pinned_ = options_.pin_memory;
-  const int count = std::max(2, options_.prefetch_factor * std::max(1, options_.workers));
+  const int count = static_cast<int>(loader_slot_count(options_.workers, options_.prefetch_factor));
   auto opts = at::TensorOptions().pinned_memory(pinned_);
   slots_.resize(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     auto& s = slots_[static_cast<std::size_t>(i)];
-    if (options_.raw_uint8) {
+    if (options_.encoded) {
+      s.batch.encoded = &s.files;
+    } else if (options_.raw_uint8) {
       s.batch.images = at::empty({b, data_->height(), data_->width(), data_->channels()}, opts.dtype(at::kByte));
     } else {
       const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
@@ -40,6 +63,7 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
     s.batch.slot = i;
     s.next_index = i;
   }
+  if (options_.workers == 0) main_state_ = make_state(0);
   for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
 }
 
@@ -89,17 +113,51 @@ std::vector<std::int64_t> batch_loader::batch_indices(std::int64_t index) const 
   return {b.order->begin() + b.first, b.order->begin() + b.first + b.count};
 }
 
-void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch) {
+batch_loader::worker_state batch_loader::make_state(int id) {
+  worker_state w;
+  w.id = id;
+  if (files_) w.reader = std::make_unique<folder_reader>(*files_, options_.folder, *bad_);
+  return w;
+}
+
+std::vector<skipped_file> batch_loader::skipped_files() const {
+  return bad_ ? bad_->files() : std::vector<skipped_file>{};
+}
+
+std::int64_t batch_loader::replaced_samples() const { return bad_ ? bad_->replacements() : 0; }
+
+void batch_loader::fill(slot& s, std::int64_t index, worker_state& w) {
   if (s.fence) {
     s.fence();
     s.fence = nullptr;
   }
+  const std::int64_t begin = steady_now_ns();
   // Read this batch's positions of the epoch order in place (no per-batch allocation).
   const batch_span span = span_of(index);
+  fill_samples(s, span, index, w);
+  s.batch.index = index;
+  s.batch.count = span.count;
+  counters_.count_images(w.id, span.count);
+  const std::int64_t end = steady_now_ns();
+  for (load_sink* sink : sinks_) sink->batch_filled(w.id, index, begin, end);
+}
+
+void batch_loader::fill_samples(slot& s, const batch_span& span, std::int64_t index, worker_state& w) {
   const std::int64_t count = span.count;
   const std::int64_t* indices = span.order->data() + span.first;
   auto* labels = s.batch.labels.data_ptr<std::int64_t>();
-  if (options_.raw_uint8) {
+  if (files_ && options_.encoded) {
+    const std::int64_t epoch = index / batches_per_epoch_;
+    phase_marker marks(sinks_, w.id, index);
+    s.files.clear();
+    for (std::int64_t i = 0; i < count; ++i) labels[i] = w.reader->read_encoded(indices[i], epoch, s.files, marks);
+  } else if (files_) {
+    float* out = s.batch.images.data_ptr<float>();
+    const std::int64_t floats = 3LL * options_.image_size * options_.image_size;
+    const std::int64_t epoch = index / batches_per_epoch_;
+    phase_marker marks(sinks_, w.id, index);
+    for (std::int64_t i = 0; i < count; ++i) labels[i] = w.reader->read(indices[i], epoch, out + i * floats, marks);
+  } else if (options_.raw_uint8) {
     auto* out = s.batch.images.data_ptr<std::uint8_t>();
     const std::size_t bytes = static_cast<std::size_t>(data_->height()) * data_->width() * data_->channels();
     for (std::int64_t i = 0; i < count; ++i) {
@@ -109,19 +167,26 @@ void batch_loader::fill(slot& s, std::int64_t index, std::vector<float>& scratch
     }
   } else {
     float* out = s.batch.images.data_ptr<float>();
-    const std::int64_t floats = transform_.output_floats();
+    const std::int64_t floats = transform_->output_floats();
     for (std::int64_t i = 0; i < count; ++i) {
       const sample_view v = data_->sample(indices[i]);
-      transform_.apply(v.pixels, out + i * floats, scratch);
+      transform_->apply(v.pixels, out + i * floats, w.scratch);
       labels[i] = v.label;
     }
   }
-  s.batch.index = index;
-  s.batch.count = count;
 }
 
 void batch_loader::worker_loop(int worker) {
-  std::vector<float> scratch;
+  worker_state state;
+  try {
+    state = make_state(worker);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    stopping_ = true;
+    changed_.notify_all();
+    return;
+  }
   const int k = slots();
   for (std::int64_t index = worker;; index += options_.workers) {
     slot& s = slots_[static_cast<std::size_t>(index % k)];
@@ -132,7 +197,7 @@ void batch_loader::worker_loop(int worker) {
       s.state = slot_state::filling;
     }
     try {
-      fill(s, index, scratch);
+      fill(s, index, state);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
@@ -153,7 +218,7 @@ const host_batch& batch_loader::next() {
   slot& s = slots_[static_cast<std::size_t>(index % slots())];
   if (options_.workers == 0) {
     TB_ASSERT(s.state == slot_state::free && s.next_index == index, "ring slot still held by the consumer");
-    fill(s, index, main_scratch_);
+    fill(s, index, main_state_);
     s.state = slot_state::ready;
     return s.batch;
   }

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "trainbench/data/dataset.hpp"
+#include "trainbench/data/folder_reader.hpp"
+#include "trainbench/data/load_timing.hpp"
 #include "trainbench/data/transform.hpp"
 
 namespace trainbench {
@@ -27,17 +29,22 @@ struct loader_options {
   bool drop_last = true;
   bool channels_last = false;
   bool raw_uint8 = false;  // ship source pixels; resize/normalise happen on the device
+  bool encoded = false;    // image folders, data.decode: device: ship the files, undecoded
   int image_size = 224;
   std::vector<double> mean{0.5, 0.5, 0.5}, std{0.5, 0.5, 0.5};
   std::uint64_t seed = 0;
   int rank = 0, world = 1;  // each rank reads a disjoint shard of every epoch
+  // Image folders: the transform, bad-file policy and size limit (the rest is taken from above).
+  folder_options folder;
+  load_sink* trace = nullptr;  // optional: also receives every fill and phase span
 };
 
 struct host_batch {
-  at::Tensor images;        // float [B,3,S,S] (channels_last memory if asked) or uint8 [B,H,W,C] when raw
-  at::Tensor labels;        // int64 [B]
-  std::int64_t index = -1;  // position in the stream of batches
-  std::int64_t count = 0;   // samples (the last batch of an epoch may be short without drop_last)
+  at::Tensor images;  // float [B,3,S,S] (channels_last memory if asked) or uint8 [B,H,W,C] when raw
+  at::Tensor labels;  // int64 [B]
+  const encoded_batch* encoded = nullptr;  // data.decode: device: the files and their crops (images undefined)
+  std::int64_t index = -1;                 // position in the stream of batches
+  std::int64_t count = 0;                  // samples (the last batch of an epoch may be short without drop_last)
   int slot = -1;
 };
 
@@ -60,8 +67,14 @@ class batch_loader {
   int slots() const { return static_cast<int>(slots_.size()); }
   int workers() const { return options_.workers; }
   bool pinned() const { return pinned_; }
+  bool encoded() const { return options_.encoded; }
   // Indices of the samples in batch `index` (for tests and checksums).
   std::vector<std::int64_t> batch_indices(std::int64_t index) const;
+  // What the workers have spent so far (read it before and after a window).
+  load_totals load_counts() const { return counters_.totals(); }
+  // Image folders with data.on_bad_file: skip.
+  std::vector<skipped_file> skipped_files() const;
+  std::int64_t replaced_samples() const;
 
  private:
   enum class slot_state { free, filling, ready };
@@ -70,25 +83,38 @@ class batch_loader {
     slot_state state = slot_state::free;
     std::int64_t next_index = 0;  // the batch this slot may take next
     copy_fence fence;
+    encoded_batch files;  // data.decode: device
   };
 
   struct batch_span {
     std::shared_ptr<const std::vector<std::int64_t>> order;  // the epoch's sample order
     std::int64_t first = 0, count = 0;                       // this batch's positions in it
   };
+  // What one filling thread keeps between batches.
+  struct worker_state {
+    int id = 0;
+    std::vector<float> scratch;
+    std::unique_ptr<folder_reader> reader;  // image folders only
+  };
   batch_span span_of(std::int64_t index) const;
   void worker_loop(int worker);
-  void fill(slot& s, std::int64_t index, std::vector<float>& scratch);
+  worker_state make_state(int id);
+  void fill(slot& s, std::int64_t index, worker_state& w);
+  void fill_samples(slot& s, const batch_span& span, std::int64_t index, worker_state& w);
   std::shared_ptr<const std::vector<std::int64_t>> epoch_order(std::int64_t epoch) const;
 
   std::shared_ptr<const dataset> data_;
   loader_options options_;
-  image_transform transform_;
+  std::unique_ptr<image_transform> transform_;  // fixed-size sources
+  const file_list* files_ = nullptr;            // image folders
+  std::unique_ptr<bad_files> bad_;
+  load_counters counters_;
+  std::vector<load_sink*> sinks_;
   std::int64_t shard_size_ = 0, batches_per_epoch_ = 0;
   bool pinned_ = false;
   std::vector<slot> slots_;
   std::int64_t consumed_ = 0;
-  std::vector<float> main_scratch_;
+  worker_state main_state_;
 
   mutable std::mutex order_mutex_;
   mutable std::map<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>> orders_;

@@ -6,20 +6,26 @@
 namespace trainbench {
 
 resize_taps make_taps(int in_size, int out_size) {
+  return make_span_taps(0.0, in_size, out_size, 0, out_size, 0, in_size);
+}
+
+resize_taps make_span_taps(double span_start, double span_length, int out_total, int out_first, int out_count, int lo,
+                           int hi) {
   resize_taps t;
-  const double scale = static_cast<double>(in_size) / out_size;
+  const double scale = span_length / out_total;
   const double support = std::max(1.0, scale);  // filter half-width in source pixels
   t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
-  t.start.resize(out_size);
-  t.count.resize(out_size);
-  t.weights.assign(static_cast<std::size_t>(out_size) * t.max_taps, 0.f);
-  for (int i = 0; i < out_size; ++i) {
-    const double center = (i + 0.5) * scale;
-    const int lo = std::max(0, static_cast<int>(center - support + 0.5));
-    const int hi = std::min(in_size, static_cast<int>(center + support + 0.5));
+  t.start.resize(out_count);
+  t.count.resize(out_count);
+  t.weights.assign(static_cast<std::size_t>(out_count) * t.max_taps, 0.f);
+  std::vector<double> w;
+  for (int i = 0; i < out_count; ++i) {
+    const double center = span_start + (out_first + i + 0.5) * scale;
+    const int first_tap = std::max(lo, static_cast<int>(std::floor(center - support + 0.5)));
+    const int end_tap = std::min(hi, static_cast<int>(std::floor(center + support + 0.5)));
     double total = 0;
-    std::vector<double> w;
-    for (int j = lo; j < hi; ++j) {
+    w.clear();
+    for (int j = first_tap; j < end_tap; ++j) {
       const double x = (j + 0.5 - center) / support;
       w.push_back(std::max(0.0, 1.0 - std::abs(x)));
       total += w.back();
@@ -28,7 +34,7 @@ resize_taps make_taps(int in_size, int out_size) {
     std::size_t first = 0, last = w.size();
     while (first < last && w[first] == 0) ++first;
     while (last > first && w[last - 1] == 0) --last;
-    t.start[i] = lo + static_cast<int>(first);
+    t.start[i] = first_tap + static_cast<int>(first);
     t.count[i] = static_cast<int>(last - first);
     for (std::size_t k = first; k < last; ++k)
       t.weights[static_cast<std::size_t>(i) * t.max_taps + (k - first)] =
@@ -56,18 +62,21 @@ image_transform::image_transform(int in_height, int in_width, int in_channels, i
 namespace {
 
 // The hot loops: contiguous, branch-free, compiled for AVX2 and FMA too (chosen at load time).
-__attribute__((target_clones("avx2", "default"))) void blend_rows(const float* const* rows, const float* weights,
-                                                                  int taps, int n, float* __restrict out) {
+// blend_rows sums `taps` consecutive scratch rows (`stride` floats apart), as many as the
+// filter has: shrinking by s takes about 2s of them.
+__attribute__((target_clones("avx2", "default"))) void blend_rows(const float* first, std::size_t stride,
+                                                                  const float* weights, int taps, int n,
+                                                                  float* __restrict out) {
   if (taps == 2) {
-    const float* __restrict a = rows[0];
-    const float* __restrict b = rows[1];
+    const float* __restrict a = first;
+    const float* __restrict b = first + stride;
     const float wa = weights[0], wb = weights[1];
     for (int i = 0; i < n; ++i) out[i] = wa * a[i] + wb * b[i];
     return;
   }
   for (int i = 0; i < n; ++i) out[i] = 0;
   for (int k = 0; k < taps; ++k) {
-    const float* __restrict r = rows[k];
+    const float* __restrict r = first + static_cast<std::size_t>(k) * stride;
     const float w = weights[k];
     for (int i = 0; i < n; ++i) out[i] += w * r[i];
   }
@@ -100,15 +109,12 @@ void image_transform::apply(const std::uint8_t* src, float* dst, std::vector<flo
     }
   }
   const std::size_t plane = static_cast<std::size_t>(out_) * out_;
-  const float* rows[16];
   for (int y = 0; y < out_; ++y) {
-    const int taps = std::min(rows_.count[y], 16);
     const float* w = rows_.weights.data() + static_cast<std::size_t>(y) * rows_.max_taps;
     for (int c = 0; c < in_c_; ++c) {
-      for (int k = 0; k < taps; ++k)
-        rows[k] = tmp + c * plane_tmp + static_cast<std::size_t>(rows_.start[y] + k) * out_;
+      const float* first = tmp + c * plane_tmp + static_cast<std::size_t>(rows_.start[y]) * out_;
       float* v = row + static_cast<std::size_t>(c) * out_;
-      blend_rows(rows, w, taps, out_, v);
+      blend_rows(first, out_, w, rows_.count[y], out_, v);
     }
     if (!channels_last_) {
       for (int c = 0; c < 3; ++c) {

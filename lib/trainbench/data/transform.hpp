@@ -16,6 +16,13 @@ struct resize_taps {
 // (antialias), as torchvision's Resize does for PIL images and for tensors with antialias=True.
 resize_taps make_taps(int in_size, int out_size);
 
+// The general form: outputs [out_first, out_first + out_count) of a resize of the source span
+// [span_start, span_start + span_length) (source pixels, fractional after DCT scaling) to
+// out_total pixels, reading source indices in [lo, hi) only (a crop's edge, as if cut out first).
+// make_taps(in, out) is make_span_taps(0, in, out, 0, out, 0, in).
+resize_taps make_span_taps(double span_start, double span_length, int out_total, int out_first, int out_count, int lo,
+                           int hi);
+
 class image_transform {
  public:
   image_transform(int in_height, int in_width, int in_channels, int out_size, const std::vector<double>& mean,

@@ -50,6 +50,7 @@ void runner::measure_window(int repeat) {
   const int n = m_.measured_batches;
   std::int64_t samples = 0;
   if (p_.group) p_.group->barrier();  // every rank's window starts together
+  const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
   p_.clock->start_window(n);
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);
@@ -61,6 +62,7 @@ void runner::measure_window(int repeat) {
   window_times times;
   const double elapsed = p_.clock->finish_window(times);
   result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
+  if (p_.loader) record_loader(p_.loader->load_counts() - loaded_before, elapsed);
   for (const auto& row : times.per_batch) {
     for (int s = 0; s < stage_count; ++s)
       if (row[s] >= 0) result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
@@ -135,6 +137,24 @@ std::int64_t runner::run_batch(int row) {
   if (p_.transfer) p_.transfer->step_done();
   if (row >= 0) p_.clock->end(stage_id::batch, row);
   return batch.count;
+}
+
+// The loader's counters over the window, and what it skipped so far (read outside the window).
+void runner::record_loader(const load_totals& d, double elapsed) {
+  if (!result_.loader) {
+    result_.loader.emplace();
+    result_.loader->workers = p_.loader->workers();
+  }
+  loader_window w;
+  w.elapsed_s = elapsed;
+  w.images = d.images;
+  w.fill_s = d.fill_s;
+  for (int i = 0; i < load_phase_count; ++i) w.phase_s[i] = d.phase_s[i];
+  result_.loader->phases = result_.loader->phases || d.phase_s[static_cast<int>(load_phase::decode)] > 0;
+  result_.loader->windows.push_back(w);
+  result_.loader->skipped_files.clear();
+  for (const auto& f : p_.loader->skipped_files()) result_.loader->skipped_files.emplace_back(f.path, f.reason);
+  result_.loader->replaced_samples = p_.loader->replaced_samples();
 }
 
 void runner::record_sync() {

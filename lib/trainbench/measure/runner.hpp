@@ -57,6 +57,7 @@ class runner {
   void read_loss(std::optional<double>& into);
   bool more_windows(std::size_t first, int done);
   void record_sync();
+  void record_loader(const load_totals& delta, double elapsed);
 
   pipeline& p_;
   measure_config m_;

@@ -83,8 +83,10 @@ bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p
   row.candidate = in.loop;
   f.row = judge(row, threshold_pct, alpha);
   f.share_of_ceiling = f.row.base_median > 0 ? f.row.candidate_median / f.row.base_median : 0.0;
+  // SAME and AMBIGUOUS reasons already give the interval; a gap's reason gives the test.
+  const bool gap = f.row.result == verdict::slower || f.row.result == verdict::faster;
   const std::string at = "the loop runs at " + percent(f.share_of_ceiling) + " of its ceiling (" +
-                         interval_words(f.row.interval) + f.row.reason + ")";
+                         (gap ? interval_words(f.row.interval) : "") + f.row.reason + ")";
   switch (f.row.result) {
     case verdict::slower:
       f.result = bound::input;
@@ -130,7 +132,8 @@ std::string format_bottleneck(const bottleneck_finding& f, const bottleneck_inpu
   return out;
 }
 
-nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name) {
+nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in,
+                                       const std::string& name) {
   return {{"profile", name},
           {"verdict", to_string(f.result)},
           {"explanation", f.explanation},
@@ -139,9 +142,12 @@ nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottle
           {"share_of_ceiling", f.share_of_ceiling},
           {"change_pct", f.row.change_pct},
           {"p_value", f.row.test.p},
+          {"exact", f.row.test.exact},
+          {"windows_to_decide", f.row.windows_to_decide ? nlohmann::ordered_json(*f.row.windows_to_decide)
+                                                        : nlohmann::ordered_json(nullptr)},
           {"interval", f.row.interval ? nlohmann::ordered_json{{"confidence", f.row.interval->confidence},
-                                                       {"low_pct", f.row.interval->low_pct},
-                                                       {"high_pct", f.row.interval->high_pct}}
+                                                               {"low_pct", f.row.interval->low_pct},
+                                                               {"high_pct", f.row.interval->high_pct}}
                                       : nlohmann::ordered_json(nullptr)},
           {"loop_samples_per_s", {{"median", f.row.candidate_median}, {"windows", in.loop}}},
           {"ceiling_samples_per_s", {{"median", f.row.base_median}, {"windows", in.ceiling}}},

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
-#include "trainbench/report/compare.hpp"
+#include "trainbench/report/verdict.hpp"
 
 namespace trainbench {
 
@@ -32,6 +32,7 @@ struct bottleneck_finding {
 
 bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p, double threshold_pct, double alpha);
 std::string format_bottleneck(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name);
-nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in, const std::string& name);
+nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottleneck_input& in,
+                                       const std::string& name);
 
 }  // namespace trainbench

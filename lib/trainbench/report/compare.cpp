@@ -1,199 +1,22 @@
 #include "trainbench/report/compare.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
 
-#include "trainbench/measure/stats.hpp"
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
+#include "trainbench/util/log.hpp"
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-constexpr std::size_t exact_limit = 20;
-
-// Number of ways to get each U value for samples of sizes n and m (no ties).
-std::vector<double> u_distribution(std::size_t n, std::size_t m) {
-  // counts[i][j][u]: arrangements of i values of the first and j of the second sample with statistic u.
-  std::vector<std::vector<std::vector<double>>> c(n + 1, std::vector<std::vector<double>>(m + 1));
-  for (std::size_t i = 0; i <= n; ++i) {
-    for (std::size_t j = 0; j <= m; ++j) {
-      c[i][j].assign(i * j + 1, 0.0);
-      if (i == 0 || j == 0) {
-        c[i][j][0] = 1;
-        continue;
-      }
-      // The largest value belongs to the first sample (it beats all j others) or to the second.
-      for (std::size_t u = 0; u <= i * j; ++u) {
-        if (u >= j && u - j < c[i - 1][j].size()) c[i][j][u] += c[i - 1][j][u - j];
-        if (u < c[i][j - 1].size()) c[i][j][u] += c[i][j - 1][u];
-      }
-    }
-  }
-  return c[n][m];
-}
-
-double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
-
-}  // namespace
-
-double smallest_p(std::size_t n, std::size_t m) {
-  if (n == 0 || m == 0) return 1.0;
-  if (n > exact_limit || m > exact_limit) return 0.0;
-  const auto dist = u_distribution(n, m);
-  double total = 0;
-  for (double d : dist) total += d;
-  return std::min(1.0, 2.0 * dist[0] / total);
-}
-
-namespace {
-
-// How many of the sorted pairwise differences to cut from each end: the largest k with
-// P(U < k) <= (1 - confidence) / 2 under the null. 0 when not even the extremes qualify.
-std::size_t interval_cut(std::size_t n, std::size_t m, double confidence) {
-  const double tail = (1.0 - confidence) / 2.0;
-  if (n <= exact_limit && m <= exact_limit) {
-    const auto dist = u_distribution(n, m);
-    double total = 0;
-    for (double d : dist) total += d;
-    std::size_t k = 0;
-    double below = 0;  // P(U <= k - 1) * total
-    while (k < dist.size() && (below + dist[k]) / total <= tail) below += dist[k++];
-    return k;
-  }
-  // Normal approximation: z from the upper tail by bisection on the survival function.
-  double lo = 0, hi = 10;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = (lo + hi) / 2;
-    (normal_sf(mid) > tail ? lo : hi) = mid;
-  }
-  const double nm = static_cast<double>(n * m);
-  const double k = std::floor(nm / 2.0 - lo * std::sqrt(nm * static_cast<double>(n + m + 1) / 12.0));
-  return k < 1 ? 0 : static_cast<std::size_t>(k);
-}
-
-double pct_of_log(double d) { return 100.0 * std::expm1(d); }
-
-}  // namespace
-
-std::optional<change_interval> interval_of_change(const std::vector<double>& base, const std::vector<double>& candidate,
-                                                  double confidence) {
-  const std::size_t k = interval_cut(base.size(), candidate.size(), confidence);
-  if (k == 0) return std::nullopt;
-  std::vector<double> d;
-  d.reserve(base.size() * candidate.size());
-  for (double c : candidate)
-    for (double b : base) {
-      if (c <= 0 || b <= 0) return std::nullopt;
-      d.push_back(std::log(c) - std::log(b));
-    }
-  std::sort(d.begin(), d.end());
-  change_interval out;
-  out.confidence = confidence;
-  out.estimate_pct = pct_of_log(quantile(d, 0.5));
-  out.low_pct = pct_of_log(d[k - 1]);
-  out.high_pct = pct_of_log(d[d.size() - k]);
-  return out;
-}
-
-mann_whitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {
-  mann_whitney out;
-  const std::size_t n = a.size(), m = b.size();
-  if (n == 0 || m == 0) return out;
-  // Ranks of the pooled sample, ties get the average rank.
-  std::vector<std::pair<double, int>> pooled;
-  for (double v : a) pooled.push_back({v, 0});
-  for (double v : b) pooled.push_back({v, 1});
-  std::sort(pooled.begin(), pooled.end());
-  double rank_sum_a = 0, tie_term = 0;
-  bool ties = false;
-  for (std::size_t i = 0; i < pooled.size();) {
-    std::size_t j = i;
-    while (j < pooled.size() && pooled[j].first == pooled[i].first) ++j;
-    const double avg_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
-    const double t = static_cast<double>(j - i);
-    if (t > 1) ties = true;
-    tie_term += t * t * t - t;
-    for (std::size_t k = i; k < j; ++k)
-      if (pooled[k].second == 0) rank_sum_a += avg_rank;
-    i = j;
-  }
-  const double nn = static_cast<double>(n), mm = static_cast<double>(m);
-  out.u = rank_sum_a - nn * (nn + 1) / 2.0;
-  const double mean_u = nn * mm / 2.0;
-  if (!ties && n <= exact_limit && m <= exact_limit) {
-    const auto dist = u_distribution(n, m);
-    double total = 0, tail = 0;
-    for (double d : dist) total += d;
-    const double u_small = std::min(out.u, nn * mm - out.u);
-    for (std::size_t u = 0; u < dist.size() && static_cast<double>(u) <= u_small + 1e-9; ++u) tail += dist[u];
-    out.p = std::min(1.0, 2.0 * tail / total);
-    out.exact = true;
-    return out;
-  }
-  const double n_all = nn + mm;
-  const double var = nn * mm / 12.0 * ((n_all + 1) - tie_term / (n_all * (n_all - 1)));
-  if (var <= 0) {
-    out.p = 1.0;
-    return out;
-  }
-  const double z = (std::abs(out.u - mean_u) - 0.5) / std::sqrt(var);
-  out.p = std::min(1.0, 2.0 * normal_sf(std::max(0.0, z)));
-  return out;
-}
-
-const char* to_string(verdict v) {
-  switch (v) {
-    case verdict::faster:
-      return "FASTER";
-    case verdict::slower:
-      return "SLOWER";
-    case verdict::same:
-      return "SAME";
-    case verdict::ambiguous:
-      return "AMBIGUOUS";
-  }
-  return "?";
-}
-
-pair_row judge(pair_row row, double threshold_pct, double alpha) {
-  row.base_median = quantile(row.base, 0.5);
-  row.candidate_median = quantile(row.candidate, 0.5);
-  row.change_pct = 100.0 * (row.candidate_median / row.base_median - 1.0);
-  row.test = mann_whitney_u(row.base, row.candidate);
-  row.interval = interval_of_change(row.base, row.candidate, 1.0 - alpha);
-  const double noise_pct = 100.0 * std::max(summarize(row.base).cv, summarize(row.candidate).cv);
-  const bool big = std::abs(row.change_pct) > threshold_pct;
-  char buf[200];
-  if (smallest_p(row.base.size(), row.candidate.size()) >= alpha) {
-    row.result = verdict::ambiguous;
-    std::snprintf(buf, sizeof buf, "too few repeats (%zu vs %zu): no result can reach p < %.3g; raise measure.repeats",
-                  row.base.size(), row.candidate.size(), alpha);
-  } else if (row.test.p < alpha && big) {
-    row.result = row.change_pct > 0 ? verdict::faster : verdict::slower;
-    std::snprintf(buf, sizeof buf, "p = %.3g < %.3g and |change| > %.3g%%", row.test.p, alpha, threshold_pct);
-  } else if (row.test.p < alpha) {
-    row.result = verdict::same;
-    std::snprintf(buf, sizeof buf, "significant (p = %.3g) but within the %.3g%% threshold", row.test.p, threshold_pct);
-  } else if (big || noise_pct > threshold_pct) {
-    row.result = verdict::ambiguous;
-    std::snprintf(buf, sizeof buf, "too noisy: p = %.3g, noise (cv) %.2g%% vs threshold %.3g%%", row.test.p, noise_pct,
-                  threshold_pct);
-  } else {
-    row.result = verdict::same;
-    std::snprintf(buf, sizeof buf, "p = %.3g, change and noise within %.3g%%", row.test.p, threshold_pct);
-  }
-  row.reason = buf;
-  return row;
-}
 
 namespace {
 
@@ -223,95 +46,203 @@ std::string context_key(const json& r, const char* key) {
   return c.value(key, "?");
 }
 
+bool measured(const pair_row& r) { return !r.base.empty() && !r.candidate.empty(); }
+
+// The candidate report that measures the same thing as b: the same profile hash, else the same
+// name and workload (the profiles differ only in report path or measure counts).
+std::optional<std::size_t> match_of(const json& b, const std::vector<json>& candidate, const std::vector<bool>& used,
+                                    std::string& how) {
+  how = "hash";
+  for (std::size_t i = 0; i < candidate.size(); ++i)
+    if (!used[i] && candidate[i].at("profile").at("hash") == b.at("profile").at("hash")) return i;
+  how = "name";
+  for (std::size_t i = 0; i < candidate.size(); ++i)
+    if (!used[i] && name_of(candidate[i]) == name_of(b) &&
+        candidate[i].at("profile").value("workload_hash", "") == b.at("profile").value("workload_hash", ""))
+      return i;
+  return std::nullopt;
+}
+
+pair_row row_of(const json& b, const json& c, const std::string& how, std::vector<std::string>& warnings) {
+  if (how == "name")
+    warnings.push_back("'" + name_of(b) +
+                       "': profile hashes differ only in report path or measure counts; matched by name");
+  for (const char* key : {"gpu", "driver", "libtorch", "build_type"}) {
+    if (context_key(b, key) != context_key(c, key))
+      warnings.push_back("'" + name_of(b) + "': " + key + " differs: '" + context_key(b, key) + "' vs '" +
+                         context_key(c, key) + "'");
+  }
+  warn_partial(b, "base", warnings);
+  warn_partial(c, "candidate", warnings);
+  pair_row row;
+  row.name = name_of(b);
+  row.match = how;
+  row.base = rates_of(b);
+  row.candidate = rates_of(c);
+  return row;
+}
+
+// Profiles of the same name on both sides that were not matched: say what changed in them.
+std::vector<unmatched_pair> same_name_pairs(const std::vector<json>& base, const std::vector<json>& candidate,
+                                            const std::vector<std::string>& only_base,
+                                            const std::vector<std::string>& only_candidate) {
+  std::vector<unmatched_pair> out;
+  for (const auto& name : only_base) {
+    if (std::find(only_candidate.begin(), only_candidate.end(), name) == only_candidate.end()) continue;
+    const auto named = [&](const json& r) { return name_of(r) == name; };
+    const json& b = *std::find_if(base.begin(), base.end(), named);
+    const json& c = *std::find_if(candidate.begin(), candidate.end(), named);
+    unmatched_pair u;
+    u.name = name;
+    u.differences = profile_differences(b.at("profile").value("resolved", ""), c.at("profile").value("resolved", ""));
+    out.push_back(u);
+  }
+  return out;
+}
+
+// The measured rows are one family: Holm's correction across them (unless turned off), then
+// each row's verdict, and the geometric mean of their ratios.
+void decide_rows(comparison& c) {
+  std::vector<pair_row*> family;
+  for (auto& r : c.rows)
+    if (measured(r)) family.push_back(&r);
+  c.family_size = family.size();
+  if (c.family_correction && family.size() > 1) {
+    correct_family(family);
+    const std::vector<const pair_row*> view(family.begin(), family.end());
+    if (const auto w = family_warning(view, c.alpha)) c.warnings.push_back(*w);
+  }
+  double log_sum = 0;
+  for (auto* r : family) {
+    *r = decide(*r, c.threshold_pct, c.alpha);
+    log_sum += std::log(r->candidate_median / r->base_median);
+  }
+  if (!family.empty()) c.geomean_ratio = std::exp(log_sum / static_cast<double>(family.size()));
+}
+
 }  // namespace
 
 comparison compare_reports(const std::vector<json>& base, const std::vector<json>& candidate, double threshold_pct,
-                           double alpha) {
+                           double alpha, bool family_correction) {
   comparison out;
+  out.threshold_pct = threshold_pct;
+  out.alpha = alpha;
+  out.family_correction = family_correction;
   std::vector<bool> used(candidate.size(), false);
-  double log_sum = 0;
-  int log_n = 0;
   for (const auto& b : base) {
-    std::optional<std::size_t> hit;
-    std::string how = "hash";
-    for (std::size_t i = 0; i < candidate.size() && !hit; ++i)
-      if (!used[i] && candidate[i].at("profile").at("hash") == b.at("profile").at("hash")) hit = i;
-    for (std::size_t i = 0; i < candidate.size() && !hit; ++i) {
-      if (!used[i] && name_of(candidate[i]) == name_of(b) &&
-          candidate[i].at("profile").value("workload_hash", "") == b.at("profile").value("workload_hash", "")) {
-        hit = i;
-        how = "name";
-        out.warnings.push_back("'" + name_of(b) +
-                               "': profile hashes differ only in report path or measure counts; matched by name");
-      }
-    }
+    std::string how;
+    const auto hit = match_of(b, candidate, used, how);
     if (!hit) {
       out.only_base.push_back(name_of(b));
       continue;
     }
     used[*hit] = true;
     const json& c = candidate[*hit];
-    for (const char* key : {"gpu", "driver", "libtorch", "build_type"}) {
-      if (context_key(b, key) != context_key(c, key))
-        out.warnings.push_back("'" + name_of(b) + "': " + key + " differs: '" + context_key(b, key) + "' vs '" +
-                               context_key(c, key) + "'");
-    }
-    warn_partial(b, "base", out.warnings);
-    warn_partial(c, "candidate", out.warnings);
-    pair_row row;
-    row.name = name_of(b);
-    row.match = how;
-    row.base = rates_of(b);
-    row.candidate = rates_of(c);
-    if (row.base.empty() || row.candidate.empty()) {
+    pair_row row = row_of(b, c, how, out.warnings);
+    if (measured(row)) {
+      row = measure_pair(row, alpha);
+    } else {
       row.result = verdict::ambiguous;
       row.reason =
           "a side has no measured windows (status " + b.value("status", "?") + " / " + c.value("status", "?") + ")";
-      out.rows.push_back(row);
-      continue;
     }
-    row = judge(row, threshold_pct, alpha);
-    log_sum += std::log(row.candidate_median / row.base_median);
-    ++log_n;
     out.rows.push_back(row);
   }
   for (std::size_t i = 0; i < candidate.size(); ++i)
     if (!used[i]) out.only_candidate.push_back(name_of(candidate[i]));
-  if (log_n) out.geomean_ratio = std::exp(log_sum / log_n);
+  out.unmatched = same_name_pairs(base, candidate, out.only_base, out.only_candidate);
+  decide_rows(out);
   return out;
 }
 
-std::vector<json> read_reports(const std::string& file_or_folder) {
+namespace {
+
+// Flattens a YAML tree into dotted keys; sequences and scalars as flow YAML.
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node)
+      flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  out[prefix] = e.c_str();
+}
+
+std::map<std::string, std::string> flat_yaml(const std::string& text) {
+  std::map<std::string, std::string> out;
+  try {
+    flatten(YAML::Load(text), "", out);
+  } catch (const YAML::Exception&) {
+    out.clear();  // not YAML: nothing to list, the names are still reported as unmatched
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> profile_differences(const std::string& base_yaml, const std::string& candidate_yaml) {
+  const auto a = flat_yaml(base_yaml), b = flat_yaml(candidate_yaml);
+  std::vector<std::string> out;
+  for (const auto& [key, value] : a) {
+    const auto other = b.find(key);
+    if (other == b.end())
+      out.push_back(key + ": " + value + " vs (absent)");
+    else if (other->second != value)
+      out.push_back(key + ": " + value + " vs " + other->second);
+  }
+  for (const auto& [key, value] : b)
+    if (!a.count(key)) out.push_back(key + ": (absent) vs " + value);
+  return out;
+}
+
+namespace {
+
+bool is_run_report(const json& j) { return j.is_object() && (j.contains("schema_version") || j.contains("results")); }
+
+json read_report(const fs::path& f, bool in_folder, std::vector<std::string>* skipped) {
+  json j;
+  try {
+    j = json::parse(read_text_file(f));
+  } catch (const json::exception& e) {
+    throw input_error("'" + f.string() + "': not a JSON report: " + e.what());
+  }
+  if (in_folder && !is_run_report(j)) {
+    if (skipped) skipped->push_back(f.string());
+    return nullptr;
+  }
+  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != report_schema_version)
+    throw input_error("'" + f.string() + "': schema_version " +
+                      (j.is_object() && j.contains("schema_version") ? j["schema_version"].dump() : "missing") +
+                      ", this trainbench reads " + std::to_string(report_schema_version));
+  try {
+    (void)j.at("profile").at("hash");
+    (void)j.at("results").at("repeats");
+  } catch (const json::exception& e) {
+    throw input_error("'" + f.string() + "': incomplete report: " + e.what());
+  }
+  return j;
+}
+
+}  // namespace
+
+std::vector<json> read_reports(const std::string& file_or_folder, std::vector<std::string>* skipped) {
   std::vector<fs::path> files;
-  if (fs::is_directory(file_or_folder)) {
+  const bool folder = fs::is_directory(file_or_folder);
+  if (folder) {
     for (const auto& e : fs::directory_iterator(file_or_folder))
       if (e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end(),
               [](const fs::path& a, const fs::path& b) { return natural_less(a.string(), b.string()); });
-    if (files.empty()) throw input_error("'" + file_or_folder + "': no *.json reports in this folder");
   } else {
     files.push_back(file_or_folder);
   }
   std::vector<json> out;
   for (const auto& f : files) {
-    json j;
-    try {
-      j = json::parse(read_text_file(f));
-    } catch (const json::exception& e) {
-      throw input_error("'" + f.string() + "': not a JSON report: " + e.what());
-    }
-    if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != report_schema_version)
-      throw input_error("'" + f.string() + "': schema_version " +
-                        (j.is_object() && j.contains("schema_version") ? j["schema_version"].dump() : "missing") +
-                        ", this trainbench reads " + std::to_string(report_schema_version));
-    try {
-      (void)j.at("profile").at("hash");
-      (void)j.at("results").at("repeats");
-    } catch (const json::exception& e) {
-      throw input_error("'" + f.string() + "': incomplete report: " + e.what());
-    }
-    out.push_back(std::move(j));
+    json j = read_report(f, folder, skipped);
+    if (!j.is_null()) out.push_back(std::move(j));
   }
+  if (folder && out.empty()) throw input_error("'" + file_or_folder + "': no *.json run reports in this folder");
   return out;
 }
 
@@ -339,76 +270,185 @@ std::string interval_title(const comparison& c) {
   return "CI";
 }
 
+json optional_number(bool present, double v) { return present ? json(v) : json(nullptr); }
+
+json comparison_json(const comparison& c) {
+  json j = {{"alpha", c.alpha},
+            {"threshold_pct", c.threshold_pct},
+            {"family_correction", c.family_correction && c.family_size > 1 ? "holm" : "none"},
+            {"family_size", c.family_size},
+            {"rows", json::array()},
+            {"only_base", c.only_base},
+            {"only_candidate", c.only_candidate},
+            {"unmatched", json::array()},
+            {"skipped", c.skipped},
+            {"warnings", c.warnings},
+            {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
+  for (const auto& r : c.rows) {
+    const bool m = measured(r);
+    j["rows"].push_back({{"name", r.name},
+                         {"match", r.match},
+                         {"base_windows", r.base.size()},
+                         {"candidate_windows", r.candidate.size()},
+                         {"base_median", optional_number(m, r.base_median)},
+                         {"candidate_median", optional_number(m, r.candidate_median)},
+                         {"change_pct", optional_number(m, r.change_pct)},
+                         {"interval", interval_json(r.interval)},
+                         {"u", optional_number(m, r.test.u)},
+                         {"p", optional_number(m, r.test.p)},
+                         {"p_adjusted", optional_number(m, r.p_adjusted)},
+                         {"exact", m && r.test.exact},
+                         {"ties", m && r.test.ties},
+                         {"verdict", to_string(r.result)},
+                         {"reason", r.reason},
+                         {"windows_to_decide", r.windows_to_decide ? json(*r.windows_to_decide) : json(nullptr)}});
+  }
+  for (const auto& u : c.unmatched) j["unmatched"].push_back({{"name", u.name}, {"differences", u.differences}});
+  return j;
+}
+
+std::string md_cell(const std::string& s) { return replace_all(s, "|", "\\|"); }
+
+std::string p_cell(const pair_row& r, double p, double alpha) { return measured(r) ? format_p(p, alpha) : "-"; }
+
+std::string unmatched_text(const unmatched_pair& u, bool md) {
+  std::string out = (md ? "- not compared: " : "not compared: ") + u.name + ": the profiles differ in ";
+  const std::size_t shown = std::min<std::size_t>(u.differences.size(), 8);
+  for (std::size_t i = 0; i < shown; ++i)
+    out += (i ? "; " : "") + (md ? "`" + u.differences[i] + "`" : u.differences[i]);
+  if (u.differences.size() > shown) out += "; and " + std::to_string(u.differences.size() - shown) + " more";
+  if (u.differences.empty()) out += "keys that could not be read (no resolved profile in the reports)";
+  return out + "\n";
+}
+
+}  // namespace
+
+namespace {
+
+std::string number(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// The table: profile, base, candidate, change, CI, p, [p after Holm's correction], verdict (reason).
+std::vector<std::vector<std::string>> table_of(const comparison& c, bool holm) {
+  std::vector<std::vector<std::string>> t;
+  std::vector<std::string> head{"profile", "base samples/s", "candidate samples/s", "change", interval_title(c), "p"};
+  if (holm) head.push_back("p (Holm)");
+  head.push_back("verdict");
+  t.push_back(head);
+  for (const auto& r : c.rows) {
+    const bool m = measured(r);
+    std::vector<std::string> row{r.name,
+                                 m ? number("%.1f", r.base_median) : "-",
+                                 m ? number("%.1f", r.candidate_median) : "-",
+                                 m ? number("%+.1f%%", r.change_pct) : "-",
+                                 interval_text(r.interval),
+                                 p_cell(r, r.test.p, c.alpha)};
+    if (holm) row.push_back(p_cell(r, r.p_adjusted, c.alpha));
+    row.push_back(std::string(to_string(r.result)) + " (" + r.reason + ")");
+    t.push_back(row);
+  }
+  if (c.geomean_ratio) {
+    std::vector<std::string> row(head.size());
+    row[0] = "geometric mean";
+    row[3] = number("%+.1f%%", 100.0 * (*c.geomean_ratio - 1));
+    t.push_back(row);
+  }
+  return t;
+}
+
+std::string markdown_table(const std::vector<std::vector<std::string>>& t) {
+  std::string out;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    for (std::size_t j = 0; j < t[i].size(); ++j) {
+      std::string cell = md_cell(t[i][j]);
+      if (i > 0 && j + 1 == t[i].size() && !cell.empty()) {
+        const auto space = cell.find(' ');  // the verdict in bold, its reason after it
+        cell = "**" + cell.substr(0, space) + "**" + (space == std::string::npos ? "" : cell.substr(space));
+      }
+      out += "| " + cell + " ";
+    }
+    out += "|\n";
+    if (i == 0) {
+      out += "|---|";
+      for (std::size_t j = 1; j + 1 < t[i].size(); ++j) out += "---:|";
+      out += "---|\n";
+    }
+  }
+  return out;
+}
+
+std::string text_table(const std::vector<std::vector<std::string>>& t) {
+  static const int widths[] = {-28, 12, 12, 9, 18, 9, 9};
+  std::string out;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    std::string line;
+    for (std::size_t j = 0; j < t[i].size(); ++j) {
+      if (j + 1 == t[i].size()) {
+        line += "  " + t[i][j];
+        break;
+      }
+      const std::string& cell = i == 0 && j == 1   ? std::string("base")
+                                : i == 0 && j == 2 ? std::string("candidate")
+                                                   : t[i][j];
+      const int w = widths[std::min<std::size_t>(j, 6)];
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%*s", w, cell.c_str());
+      line += (j ? " " : "") + std::string(buf);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_comparison(const comparison& c, const std::string& format) {
-  char buf[512];
-  std::string out;
-  if (format == "json") {
-    json j = {{"rows", json::array()},
-              {"only_base", c.only_base},
-              {"only_candidate", c.only_candidate},
-              {"warnings", c.warnings},
-              {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
-    for (const auto& r : c.rows)
-      j["rows"].push_back({{"name", r.name},
-                           {"match", r.match},
-                           {"base_median", r.base_median},
-                           {"candidate_median", r.candidate_median},
-                           {"change_pct", r.change_pct},
-                           {"interval", interval_json(r.interval)},
-                           {"u", r.test.u},
-                           {"p", r.test.p},
-                           {"verdict", to_string(r.result)},
-                           {"reason", r.reason}});
-    return j.dump(2) + "\n";
-  }
+  if (format == "json") return comparison_json(c).dump(2) + "\n";
   const bool md = format == "markdown";
-  for (const auto& w : c.warnings) out += (md ? "> **warning:** " : "WARNING: ") + w + "\n";
+  std::string out;
+  for (const auto& w : c.warnings) out += (md ? "> **warning:** " + md_cell(w) : "WARNING: " + w) + "\n";
   if (!c.warnings.empty()) out += "\n";
-  const std::string ci = interval_title(c);
-  if (md) {
-    out += "| profile | base samples/s | candidate samples/s | change | " + ci +
-           " | p | verdict |\n|---|---:|---:|---:|---:|---:|---|\n";
-  } else {
-    std::snprintf(buf, sizeof buf, "%-28s %14s %14s %9s %18s %8s  %s\n", "profile", "base", "candidate", "change",
-                  ci.c_str(), "p", "verdict");
-    out += buf;
+  if (!c.rows.empty()) {
+    const auto table = table_of(c, c.family_correction && c.family_size > 1);
+    out += md ? markdown_table(table) : text_table(table);
   }
-  for (const auto& r : c.rows) {
-    const std::string range = interval_text(r.interval);
-    if (md)
-      std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %+.1f%% | %s | %.3g | **%s** (%s) |\n", r.name.c_str(),
-                    r.base_median, r.candidate_median, r.change_pct, range.c_str(), r.test.p, to_string(r.result),
-                    r.reason.c_str());
-    else
-      std::snprintf(buf, sizeof buf, "%-28s %14.1f %14.1f %+8.1f%% %18s %8.3g  %s (%s)\n", r.name.c_str(),
-                    r.base_median, r.candidate_median, r.change_pct, range.c_str(), r.test.p, to_string(r.result),
-                    r.reason.c_str());
-    out += buf;
-  }
-  if (c.geomean_ratio) {
-    if (md)
-      std::snprintf(buf, sizeof buf, "| geometric mean | | | %+.1f%% | | | |\n", 100.0 * (*c.geomean_ratio - 1));
-    else
-      std::snprintf(buf, sizeof buf, "%-28s %14s %14s %+8.1f%%\n", "geometric mean", "", "",
-                    100.0 * (*c.geomean_ratio - 1));
-    out += buf;
-  }
-  for (const auto& n : c.only_base) out += (md ? "- only in base: " : "only in base: ") + n + "\n";
-  for (const auto& n : c.only_candidate) out += (md ? "- only in candidate: " : "only in candidate: ") + n + "\n";
+  for (const auto& n : c.only_base) out += (md ? "- only in base: " + md_cell(n) : "only in base: " + n) + "\n";
+  for (const auto& n : c.only_candidate)
+    out += (md ? "- only in candidate: " + md_cell(n) : "only in candidate: " + n) + "\n";
+  for (const auto& u : c.unmatched) out += unmatched_text(u, md);
+  for (const auto& f : c.skipped)
+    out += (md ? "- skipped, not a run report: " : "skipped, not a run report: ") + f + "\n";
   return out;
 }
 
 int compare_command(const compare_request& req) {
   if (req.threshold_pct < 0) throw input_error("--threshold must be >= 0");
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
-  const comparison c =
-      compare_reports(read_reports(req.base), read_reports(req.candidate), req.threshold_pct, req.alpha);
-  std::cout << format_comparison(c, req.format);
-  for (const auto& r : c.rows)
-    if (r.result == verdict::slower) return exit_code::failed;
-  return exit_code::ok;
+  std::vector<std::string> skipped;
+  const auto base = read_reports(req.base, &skipped);
+  const auto candidate = read_reports(req.candidate, &skipped);
+  comparison c = compare_reports(base, candidate, req.threshold_pct, req.alpha, req.family_correction);
+  c.skipped = skipped;
+  std::cout << format_comparison(c, req.format) << std::flush;
+  if (c.family_size == 0)
+    throw input_error("compare: no profile could be compared (" + std::to_string(c.only_base.size()) +
+                      " only in base, " + std::to_string(c.only_candidate.size()) + " only in candidate, " +
+                      std::to_string(c.rows.size()) + " without measured windows); a CI gate must not pass on nothing");
+  int code = exit_code::ok;
+  for (const auto& r : c.rows) {
+    if (r.result == verdict::slower) code = exit_code::failed;
+    // A candidate that crashed before its first window would otherwise pass as AMBIGUOUS.
+    if (!r.base.empty() && r.candidate.empty()) {
+      log_error("compare: the candidate run of '" + r.name + "' measured no window (" + r.reason +
+                "); a CI gate cannot pass on it");
+      code = exit_code::failed;
+    }
+  }
+  return code;
 }
 
 }  // namespace trainbench

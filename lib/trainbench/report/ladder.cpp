@@ -66,12 +66,18 @@ std::string xml_escape(const std::string& s) {
 
 std::string md_cell(std::string s) { return replace_all(std::move(s), "|", "\\|"); }
 
-// Whether a step up the ladder is real: its 95% interval, where both rungs have the windows for one.
+// Whether a step up the ladder is real: its 95% interval and compare's verdict at the default
+// threshold (3%), where both rungs have the windows for one.
 std::string step_interval(const std::vector<double>& before, const std::vector<double>& now) {
-  const auto i = interval_of_change(before, now, 0.95);
-  if (!i) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, " [%+.1f%%, %+.1f%%]", i->low_pct, i->high_pct);
+  if (before.empty() || now.empty()) return "";
+  pair_row row;
+  row.base = before;
+  row.candidate = now;
+  row = judge(row, 3.0, 0.05);
+  if (!row.interval) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, " [%+.1f%%, %+.1f%%] %s", row.interval->low_pct, row.interval->high_pct,
+                to_string(row.result));
   return buf;
 }
 

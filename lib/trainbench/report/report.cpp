@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -65,6 +66,7 @@ json effective_json(const effective_settings& e) {
           {"grad_scaler", e.grad_scaler},
           {"channels_last", e.channels_last},
           {"preprocess", e.preprocess},
+          {"decode", e.decode},
           {"batch_size", e.batch_size},
           {"batch_size_search", search_json(e.batch_size_search)},
           {"dataset", e.dataset},
@@ -104,6 +106,32 @@ json dist_json(const dist_result& d, const run_result& r) {
           {"scaling_efficiency", opt(d.scaling_efficiency)}};
 }
 
+// Per window: each phase's seconds per image, the workers' busy share, images decoded per second.
+json loader_json(const loader_result& l) {
+  std::vector<double> busy, rate;
+  std::vector<double> per_image[4];
+  for (const auto& w : l.windows) {
+    busy.push_back(w.fill_s / (std::max(1, l.workers) * w.elapsed_s));
+    rate.push_back(static_cast<double>(w.images) / w.elapsed_s);
+    if (w.images > 0)
+      for (int i = 0; i < 4; ++i) per_image[i].push_back(w.phase_s[i] / static_cast<double>(w.images));
+  }
+  json phases = nullptr;
+  if (l.phases) {
+    const char* names[4] = {"read", "decode", "crop_resize", "normalize"};
+    phases = json::object();
+    for (int i = 0; i < 4; ++i) phases[names[i]] = summary_json(per_image[i], "s", false);
+  }
+  json skipped = json::array();
+  for (const auto& [path, reason] : l.skipped_files) skipped.push_back({{"path", path}, {"reason", reason}});
+  return {{"workers", l.workers},
+          {"busy_share", summary_json(busy, "share", false)},
+          {"images_per_s", summary_json(rate, "images/s", false)},
+          {"per_image_s", phases},
+          {"skipped_files", skipped},
+          {"replaced_samples", l.replaced_samples}};
+}
+
 json results_json(const run_result& r) {
   std::vector<double> rates;
   json repeats = json::array();
@@ -138,6 +166,7 @@ json results_json(const run_result& r) {
       {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
       {"amp", {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}}},
       {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
+      {"loader", r.loader ? loader_json(*r.loader) : json(nullptr)},
   };
 }
 

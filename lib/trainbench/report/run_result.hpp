@@ -46,6 +46,22 @@ struct dist_result {
   std::optional<double> baseline_samples_per_s, scaling_efficiency;
 };
 
+// What the loader's workers did during one measured window (their counters, read after it).
+struct loader_window {
+  double elapsed_s = 0;  // the window's
+  std::int64_t images = 0;
+  double fill_s = 0;       // summed over workers: time spent filling batches
+  double phase_s[4] = {};  // read, decode, crop_resize, normalize; summed over workers and images
+};
+
+struct loader_result {
+  int workers = 0;      // 0: the training thread fills batches
+  bool phases = false;  // per-image phases measured (image folders)
+  std::vector<loader_window> windows;
+  std::vector<std::pair<std::string, std::string>> skipped_files;  // data.on_bad_file: skip (path, reason)
+  std::int64_t replaced_samples = 0;
+};
+
 struct run_result {
   std::vector<window_result> windows;
   std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
@@ -53,6 +69,7 @@ struct run_result {
   std::vector<double> allreduce_span_s;                 // per synchronised step: first launch -> last done (Gloo)
   std::vector<double> allreduce_launched_in_backward;   // per synchronised step: share of buckets started in backward
   std::optional<dist_result> dist;                      // data-parallel runs
+  std::optional<loader_result> loader;                  // runs with a host loader
   std::optional<double> loss_first, loss_last;
   std::optional<double> skipped_steps, loss_scale;
   std::int64_t warmup_batches_done = 0;
@@ -80,6 +97,7 @@ struct effective_settings {
   bool grad_scaler = false;
   bool channels_last = false;
   std::string preprocess = "host";
+  std::string decode = "none";  // image folders: "host" (libjpeg-turbo) or "device" (nvJPEG)
   std::string transfer;
   std::string step;
   std::string clock;

@@ -1,0 +1,170 @@
+#include "trainbench/data/folder_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
+
+namespace trainbench {
+
+bad_files::bad_files(std::int64_t size) : flags_(new std::atomic<bool>[static_cast<std::size_t>(size)]) {
+  for (std::int64_t i = 0; i < size; ++i) flags_[static_cast<std::size_t>(i)].store(false);
+}
+
+void bad_files::add(std::int64_t index, const std::string& path, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (flags_[static_cast<std::size_t>(index)].exchange(true)) return;  // another worker was first
+  files_.push_back({path, reason});
+  log_warn("data.on_bad_file: skip: skipped " + path + ": " + reason);
+}
+
+std::vector<skipped_file> bad_files::files() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return files_;
+}
+
+folder_reader::folder_reader(const file_list& files, const folder_options& options, bad_files& bad)
+    : files_(files), options_(options), bad_(bad), normalize_(options.mean, options.std) {
+  root_fd_ = open(files_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd_ < 0) throw input_error("image folder '" + files_.root.string() + "': " + std::strerror(errno));
+  planes_.resize(3 * static_cast<std::size_t>(options_.image_size) * options_.image_size);
+}
+
+folder_reader::~folder_reader() { close(root_fd_); }
+
+namespace {
+struct file_guard {
+  int fd;
+  ~file_guard() { close(fd); }
+};
+}  // namespace
+
+// The whole file into a buffer that only ever grows (ImageNet's files are ~110 KB).
+void folder_reader::load_file(std::int64_t index) {
+  const int fd = openat(root_fd_, files_.relative(index), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw bad_image(std::string("cannot open: ") + std::strerror(errno));
+  file_guard guard{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) throw bad_image(std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw bad_image("not a regular file");
+  const auto expected = static_cast<std::size_t>(st.st_size);
+  if (bytes_.size() < expected + 1) bytes_.resize(expected + 1);
+  size_ = 0;
+  // Read to the end even if the file grew since fstat: one byte of room tells.
+  while (true) {
+    if (size_ == bytes_.size()) bytes_.resize(bytes_.size() * 2);
+    const ssize_t n = ::read(fd, bytes_.data() + size_, bytes_.size() - size_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw bad_image(std::string("cannot read: ") + std::strerror(errno));
+    }
+    if (n == 0) break;
+    size_ += static_cast<std::size_t>(n);
+  }
+}
+
+void encoded_batch::clear() {
+  bytes.clear();
+  offsets.clear();
+  sizes.clear();
+  infos.clear();
+  plans.clear();
+  indices.clear();
+}
+
+resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch) {
+  decode_facts& f = last_;
+  f.info = info;
+  if (options_.transform == data_transform::eval) {
+    f.box = {};
+    f.flip = false;
+    return eval_plan(info.height, info.width, options_.image_size);
+  }
+  sample_rng rng(options_.seed, epoch, index);
+  f.box = random_resized_crop(info.height, info.width, rng);
+  f.flip = rng.uniform(0.0, 1.0) < 0.5;
+  return train_plan(f.box, options_.image_size, f.flip);
+}
+
+void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
+  marks.begin(load_phase::read);
+  load_file(index);
+  marks.begin(load_phase::decode);
+  const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
+  const int s = options_.image_size;
+  const resize_plan plan = plan_for(info, index, epoch);
+  decode_facts& f = last_;
+  f.scale = options_.partial_decode ? dct_scale(plan) : 1;
+  f.region = resampler_.prepare(plan, f.scale, info.height, info.width, s);
+  if (!options_.partial_decode) f.region = {1, 0, info.width, 0, info.height};
+  const decoded_pixels px = decoder_.decode(f.region);
+  marks.begin(load_phase::resize);
+  resampler_.resample(px, planes_.data());
+  marks.begin(load_phase::normalize);
+  normalize_.apply(planes_.data(), px.channels == 1 ? 1 : 3, s, options_.channels_last, dst);
+  marks.end();
+}
+
+void folder_reader::encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
+  marks.begin(load_phase::read);
+  load_file(index);
+  marks.begin(load_phase::decode);  // the header only: the GPU decodes the rest
+  const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
+  const resize_plan plan = plan_for(info, index, epoch);
+  marks.end();
+  out.offsets.push_back(out.bytes.size());
+  out.sizes.push_back(size_);
+  out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size_));
+  out.infos.push_back(info);
+  out.plans.push_back(plan);
+  out.indices.push_back(index);
+}
+
+// The sample's file, or with skip_bad_files the next good one after it (in index order).
+template <class F>
+int folder_reader::with_good_file(std::int64_t index, F&& work) {
+  const std::int64_t n = files_.size();
+  for (std::int64_t tried = 0; tried < n; ++tried) {
+    const std::int64_t j = (index + tried) % n;
+    if (bad_.known(j)) continue;
+    try {
+      work(j);
+      if (tried > 0) bad_.count_replacement();
+      return files_.labels[static_cast<std::size_t>(j)];
+    } catch (const bad_image& e) {
+      if (!options_.skip_bad_files)
+        throw input_error(files_.path(j) + ": " + e.what() + " (data.on_bad_file: skip would skip such files)");
+      bad_.add(j, files_.path(j), e.what());
+    }
+  }
+  throw input_error("image folder '" + files_.root.string() + "': every file is unreadable (data.on_bad_file: skip)");
+}
+
+int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
+  return with_good_file(index, [&](std::int64_t j) {
+    try {
+      transform(j, epoch, dst, marks);
+    } catch (...) {
+      marks.end();
+      throw;
+    }
+  });
+}
+
+int folder_reader::read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
+  return with_good_file(index, [&](std::int64_t j) {
+    try {
+      encode(j, epoch, out, marks);
+    } catch (...) {
+      marks.end();
+      throw;
+    }
+  });
+}
+
+}  // namespace trainbench

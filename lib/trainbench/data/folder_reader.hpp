@@ -1,0 +1,109 @@
+#pragma once
+// One image-folder sample, file to normalised tensor, in a loader worker: read the bytes, parse
+// the header, draw the crop, decode only what it needs, resize, normalise into the batch slot.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trainbench/config/profile.hpp"
+#include "trainbench/data/crop.hpp"
+#include "trainbench/data/dataset.hpp"
+#include "trainbench/data/jpeg.hpp"
+#include "trainbench/data/load_timing.hpp"
+
+namespace trainbench {
+
+struct folder_options {
+  int image_size = 224;
+  data_transform transform = data_transform::train;
+  bool channels_last = false;
+  std::vector<double> mean{0.485, 0.456, 0.406}, std{0.229, 0.224, 0.225};
+  std::int64_t max_image_pixels = 89478485;
+  bool skip_bad_files = false;  // data.on_bad_file: skip
+  bool partial_decode = true;   // DCT scaling and cropping; false: every file decoded whole
+  std::uint64_t seed = 0;
+};
+
+struct skipped_file {
+  std::string path, reason;
+};
+
+// Files found bad, shared by the workers: each is logged once, every replaced sample counted.
+class bad_files {
+ public:
+  explicit bad_files(std::int64_t size);
+  bool known(std::int64_t index) const {
+    return flags_[static_cast<std::size_t>(index)].load(std::memory_order_relaxed);
+  }
+  void add(std::int64_t index, const std::string& path, const std::string& reason);
+  void count_replacement() { replacements_.fetch_add(1, std::memory_order_relaxed); }
+  std::vector<skipped_file> files() const;
+  std::int64_t replacements() const { return replacements_.load(std::memory_order_relaxed); }
+
+ private:
+  std::unique_ptr<std::atomic<bool>[]> flags_;
+  mutable std::mutex mutex_;
+  std::vector<skipped_file> files_;
+  std::atomic<std::int64_t> replacements_{0};
+};
+
+// data.decode: device. A batch of undecoded files with each one's crop, planned on the host with
+// the same sampler as host decoding (so both give the same crops), decoded on the GPU later.
+struct encoded_batch {
+  std::vector<std::uint8_t> bytes;  // the files back to back; capacity kept between batches
+  std::vector<std::size_t> offsets, sizes;
+  std::vector<jpeg_info> infos;
+  std::vector<resize_plan> plans;
+  std::vector<std::int64_t> indices;  // dataset index of each file (for error messages)
+  void clear();
+};
+
+// What one decode did, for the tests and the benchmark.
+struct decode_facts {
+  int scale = 1;
+  jpeg_region region;
+  jpeg_info info;
+  crop_box box;
+  bool flip = false;
+};
+
+class folder_reader {
+ public:
+  folder_reader(const file_list& files, const folder_options& options, bad_files& bad);
+  ~folder_reader();
+  folder_reader(const folder_reader&) = delete;
+  folder_reader& operator=(const folder_reader&) = delete;
+  // Writes sample `index` of `epoch` into dst (3 x S x S floats, or S x S x 3 with channels_last)
+  // and returns its label. A bad file is an input_error naming it, or with skip_bad_files the
+  // next good file (in index order) takes its place.
+  int read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
+  // data.decode: device: reads and checks sample `index` (header only) and appends it and its
+  // crop to `out`. Bad files are handled as by read().
+  int read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  const decode_facts& last() const { return last_; }
+
+ private:
+  void load_file(std::int64_t index);
+  void transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
+  void encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  resize_plan plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch);
+  template <class F>
+  int with_good_file(std::int64_t index, F&& work);
+
+  const file_list& files_;
+  folder_options options_;
+  bad_files& bad_;
+  jpeg_decoder decoder_;
+  crop_resampler resampler_;
+  normalizer normalize_;
+  std::vector<std::uint8_t> bytes_;
+  std::size_t size_ = 0;
+  std::vector<float> planes_;
+  decode_facts last_;
+  int root_fd_ = -1;
+};
+
+}  // namespace trainbench

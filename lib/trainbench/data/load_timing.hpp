@@ -1,0 +1,74 @@
+#pragma once
+// Where the loader's workers spend their time, through one narrow interface (as the runner's
+// clock is for stages): a worker marks phase boundaries, sinks receive the spans. The built-in
+// sink keeps per-worker totals that the runner reads after each window; a trace can add its own.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace trainbench {
+
+// Per image, in the order a worker runs them.
+enum class load_phase { read, decode, resize, normalize };
+constexpr int load_phase_count = 4;
+const char* load_phase_name(load_phase p);  // "read", "decode", "crop_resize", "normalize"
+
+// Times are steady-clock nanoseconds (std::chrono::steady_clock, the runner's host clock).
+class load_sink {
+ public:
+  virtual ~load_sink() = default;
+  // Worker `worker` filled batch `batch` (the main thread is worker 0 when there are no workers).
+  virtual void batch_filled(int worker, std::int64_t batch, std::int64_t begin_ns, std::int64_t end_ns) = 0;
+  // One phase of one image of that batch.
+  virtual void phase(int worker, std::int64_t batch, load_phase p, std::int64_t begin_ns, std::int64_t end_ns) = 0;
+};
+
+struct load_totals {
+  std::int64_t batches = 0, images = 0;
+  double fill_s = 0;                      // summed over workers: time spent filling batches
+  double phase_s[load_phase_count] = {};  // summed over workers and images
+  load_totals operator-(const load_totals& earlier) const;
+};
+
+// Per-worker totals without locks: each worker writes only its own cache line.
+class load_counters final : public load_sink {
+ public:
+  explicit load_counters(int workers);
+  void batch_filled(int worker, std::int64_t batch, std::int64_t begin_ns, std::int64_t end_ns) override;
+  void phase(int worker, std::int64_t batch, load_phase p, std::int64_t begin_ns, std::int64_t end_ns) override;
+  void count_images(int worker, std::int64_t images);
+  load_totals totals() const;  // any thread, any time
+
+ private:
+  struct alignas(64) slot {
+    std::atomic<std::int64_t> batches{0}, images{0}, fill_ns{0};
+    std::atomic<std::int64_t> phase_ns[load_phase_count] = {};
+  };
+  std::unique_ptr<slot[]> slots_;
+  int count_;
+};
+
+std::int64_t steady_now_ns();
+
+// A worker's marks for one batch: begin(p) ends the running phase and starts p; one clock read each.
+class phase_marker {
+ public:
+  phase_marker(const std::vector<load_sink*>& sinks, int worker, std::int64_t batch)
+      : sinks_(sinks), worker_(worker), batch_(batch) {}
+  ~phase_marker() { end(); }
+  phase_marker(const phase_marker&) = delete;
+  phase_marker& operator=(const phase_marker&) = delete;
+  void begin(load_phase p);
+  void end();
+
+ private:
+  const std::vector<load_sink*>& sinks_;
+  int worker_;
+  std::int64_t batch_;
+  bool running_ = false;
+  load_phase phase_ = load_phase::read;
+  std::int64_t since_ = 0;
+};
+
+}  // namespace trainbench

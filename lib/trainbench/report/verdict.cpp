@@ -1,0 +1,198 @@
+#include "trainbench/report/verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/util/error.hpp"
+
+namespace trainbench {
+
+const char* to_string(verdict v) {
+  switch (v) {
+    case verdict::faster:
+      return "FASTER";
+    case verdict::slower:
+      return "SLOWER";
+    case verdict::same:
+      return "SAME";
+    case verdict::ambiguous:
+      return "AMBIGUOUS";
+  }
+  return "?";
+}
+
+std::string format_alpha(double alpha) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", alpha);
+  return buf;
+}
+
+std::string format_p(double p, double alpha) {
+  const double shown_alpha = std::strtod(format_alpha(alpha).c_str(), nullptr);
+  char buf[40];
+  for (int digits = 3; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, p);
+    const double shown = std::strtod(buf, nullptr);
+    if ((shown < shown_alpha) == (p < alpha) && (shown != shown_alpha || p == alpha)) break;
+  }
+  return buf;
+}
+
+namespace {
+
+template <typename... Args>
+std::string printf_string(const char* format, Args... args) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+std::string pct(double v) { return printf_string("%+.1f%%", v); }
+std::string threshold_text(double t) { return printf_string("±%.3g%%", t); }
+
+std::string interval_words(const change_interval& i) {
+  return printf_string("%.0f%% CI [%+.1f%%, %+.1f%%]", 100.0 * i.confidence, i.low_pct, i.high_pct);
+}
+
+// How many times narrower the interval must become to decide, if its centre stays: inside
+// ±threshold (SAME) when the estimate is inside, clear of zero at the level the family needs
+// (Bonferroni's, the strictest Holm step) when the estimate is beyond it.
+std::optional<double> shrink_to_decide(const pair_row& r, double threshold_pct, double alpha) {
+  const change_interval& i = *r.interval;
+  const double e = i.estimate_pct;
+  if (std::abs(e) < threshold_pct)
+    return std::max((i.high_pct - e) / (threshold_pct - e), (e - i.low_pct) / (e + threshold_pct));
+  if (std::abs(e) == threshold_pct || e == 0) return std::nullopt;
+  const double level = alpha / static_cast<double>(r.family_size);
+  const double widen = normal_quantile(1.0 - level / 2.0) / normal_quantile(1.0 - alpha / 2.0);
+  return widen * (e < 0 ? (i.high_pct - e) / -e : (e - i.low_pct) / e);
+}
+
+// An interval's width goes as sqrt(1/n + 1/m): the equal count per side that narrows it enough.
+std::optional<std::size_t> windows_to_decide(const pair_row& r, double threshold_pct, double alpha) {
+  if (!r.interval) return std::nullopt;
+  const auto shrink = shrink_to_decide(r, threshold_pct, alpha);
+  if (!shrink || !(*shrink > 0)) return std::nullopt;
+  const double n = static_cast<double>(r.base.size()), m = static_cast<double>(r.candidate.size());
+  const double per_side = 2.0 * *shrink * *shrink / (1.0 / n + 1.0 / m);
+  if (per_side > 100000) return std::nullopt;
+  std::size_t need = static_cast<std::size_t>(std::ceil(per_side));
+  need = std::max(need, std::max(r.base.size(), r.candidate.size()) + 1);
+  if (const auto reach = windows_to_reach(alpha / static_cast<double>(r.family_size)))
+    need = std::max(need, reach->per_side);
+  return need;
+}
+
+std::string decide_words(const pair_row& r) {
+  if (r.windows_to_decide)
+    return "; about " + std::to_string(*r.windows_to_decide) + " windows per side would likely decide it";
+  return "; the change is too close to the threshold for more windows to decide it";
+}
+
+}  // namespace
+
+pair_row measure_pair(pair_row row, double alpha) {
+  TB_ASSERT(!row.base.empty() && !row.candidate.empty(), "a pair without windows on both sides");
+  row.base_median = quantile(row.base, 0.5);
+  row.candidate_median = quantile(row.candidate, 0.5);
+  row.change_pct = 100.0 * (row.candidate_median / row.base_median - 1.0);
+  row.test = mann_whitney_u(row.base, row.candidate);
+  row.p_adjusted = row.test.p;
+  row.family_size = 1;
+  row.interval = interval_of_change(row.base, row.candidate, 1.0 - alpha);
+  return row;
+}
+
+namespace {
+
+// No outcome of n against m windows reaches alpha: say how many would.
+bool too_few_windows(pair_row& row, double alpha) {
+  const std::size_t n = row.base.size(), m = row.candidate.size();
+  if (smallest_p(n, m) < alpha) return false;
+  row.result = verdict::ambiguous;
+  row.reason = "too few windows (" + std::to_string(n) + " vs " + std::to_string(m) +
+               "): the smallest p they can reach is " + format_p(smallest_p(n, m), alpha) + ", not below " +
+               format_alpha(alpha);
+  if (const auto reach = windows_to_reach(alpha)) {
+    row.windows_to_decide = reach->per_side;
+    row.reason += "; " + std::to_string(reach->per_side) + " per side can reach p = " + format_p(reach->p, alpha);
+  }
+  return true;
+}
+
+std::string significance_words(const pair_row& row, double alpha) {
+  if (row.family_size < 2) return "p = " + format_p(row.test.p, alpha) + " < " + format_alpha(alpha);
+  return "p = " + format_p(row.p_adjusted, alpha) + " < " + format_alpha(alpha) + " after Holm's correction over " +
+         std::to_string(row.family_size) + " profiles (raw " + format_p(row.test.p, alpha) + ")";
+}
+
+std::string undecided_words(const pair_row& row, double threshold_pct, double alpha) {
+  const std::string a = format_alpha(alpha);
+  if (std::abs(row.change_pct) > threshold_pct && row.test.p < alpha)
+    return "p = " + format_p(row.test.p, alpha) + " < " + a + ", but " + format_p(row.p_adjusted, alpha) + " >= " + a +
+           " after Holm's correction over " + std::to_string(row.family_size) + " profiles";
+  const double noise_pct = 100.0 * std::max(summarize(row.base).cv, summarize(row.candidate).cv);
+  return "the " + interval_words(*row.interval) + " reaches beyond " + threshold_text(threshold_pct) +
+         " (p = " + format_p(row.test.p, alpha) + printf_string(", noise cv %.2g%%)", noise_pct);
+}
+
+}  // namespace
+
+pair_row decide(pair_row row, double threshold_pct, double alpha) {
+  row.windows_to_decide.reset();
+  if (too_few_windows(row, alpha)) return row;
+  if (row.p_adjusted < alpha && std::abs(row.change_pct) > threshold_pct) {
+    row.result = row.change_pct > 0 ? verdict::faster : verdict::slower;
+    row.reason =
+        significance_words(row, alpha) + ", change " + pct(row.change_pct) + " beyond " + threshold_text(threshold_pct);
+    return row;
+  }
+  row.result = verdict::ambiguous;
+  if (!row.interval) {
+    row.reason = "no interval of the change (a window rate is not positive)";
+    return row;
+  }
+  const change_interval& i = *row.interval;
+  if (i.low_pct >= -threshold_pct && i.high_pct <= threshold_pct) {
+    row.result = verdict::same;
+    row.reason = "the " + interval_words(i) + " lies within " + threshold_text(threshold_pct);
+    return row;
+  }
+  row.windows_to_decide = windows_to_decide(row, threshold_pct, alpha);
+  row.reason = undecided_words(row, threshold_pct, alpha) + decide_words(row);
+  return row;
+}
+
+pair_row judge(pair_row row, double threshold_pct, double alpha) {
+  return decide(measure_pair(std::move(row), alpha), threshold_pct, alpha);
+}
+
+void correct_family(std::vector<pair_row*> rows) {
+  std::vector<double> p;
+  for (const auto* r : rows) p.push_back(r->test.p);
+  const auto adjusted = holm_adjust(p);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i]->p_adjusted = adjusted[i];
+    rows[i]->family_size = rows.size();
+  }
+}
+
+std::optional<std::string> family_warning(const std::vector<const pair_row*>& rows, double alpha) {
+  if (rows.size() < 2) return std::nullopt;
+  const double first_step = alpha / static_cast<double>(rows.size());
+  double best = 1;
+  for (const auto* r : rows) best = std::min(best, smallest_p(r->base.size(), r->candidate.size()));
+  if (best < first_step) return std::nullopt;
+  std::string out = "with " + std::to_string(rows.size()) + " profiles, Holm's correction needs the smallest p below " +
+                    format_alpha(alpha) + "/" + std::to_string(rows.size()) + " = " + format_p(first_step, alpha) +
+                    "; these windows reach p = " + format_p(best, first_step) +
+                    " at best, so no profile can be FASTER or SLOWER";
+  if (const auto reach = windows_to_reach(first_step))
+    out += "; " + std::to_string(reach->per_side) + " windows per side can reach p = " + format_p(reach->p, first_step);
+  return out + " (or --no-family-correction)";
+}
+
+}  // namespace trainbench

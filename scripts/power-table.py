@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Windows per side that `trainbench compare` needs, by simulation: the tables of docs/statistics.md.
+    source scripts/env.sh && "$TRAINBENCH_PYTHON" scripts/power-table.py [--trials 4000] [--seed 1] > tables.md
+
+Each window's rate is mean * (1 + change) * (1 + cv * z), z standard normal, independent.
+Table 1 (detect): the fewest windows per side at which the two-sided Mann-Whitney U test at
+alpha = 0.05 rejects in the right direction with the given probability (power). That is compare's
+test exactly: exact distribution up to 20 windows per side, normal approximation with continuity
+correction beyond (continuous rates have no ties).
+Table 2 (SAME): the fewest windows per side at which the 95% Hodges-Lehmann interval of an unchanged
+profile lies within ±threshold, so that compare says SAME, with the given probability.
+Needs numpy only (the project's venv has it)."""
+import argparse
+import math
+
+import numpy as np
+
+ALPHA = 0.05
+EXACT_LIMIT = 20
+
+
+def u_distribution(n, m):
+    """Counts of U for samples of sizes n and m without ties (as lib/trainbench/measure/rank_test.cpp)."""
+    c = [[None] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i == 0 or j == 0:
+                c[i][j] = np.zeros(i * j + 1)
+                c[i][j][0] = 1
+                continue
+            row = np.zeros(i * j + 1)
+            prev = c[i - 1][j]
+            row[j:j + len(prev)] += prev
+            row[:len(c[i][j - 1])] += c[i][j - 1]
+            c[i][j] = row
+    return c[n][m]
+
+
+def normal_sf(z):
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def normal_quantile(q):
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if 1.0 - normal_sf(mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def critical_u(n):
+    """Largest u whose two-sided p (2 P(U <= u)) is below alpha, n per side; None if none is."""
+    if n > EXACT_LIMIT:
+        return None
+    dist = u_distribution(n, n)
+    cdf = np.cumsum(dist) / dist.sum()
+    ok = np.nonzero(2 * cdf < ALPHA)[0]
+    return int(ok[-1]) if len(ok) else -1
+
+
+def interval_cut(n, confidence):
+    tail = (1 - confidence) / 2
+    if n <= EXACT_LIMIT:
+        dist = u_distribution(n, n)
+        cdf = np.cumsum(dist) / dist.sum()
+        return int(np.sum(cdf <= tail * (1 + 1e-9)))  # as rank_test.cpp: a tail can equal the target exactly
+    z = normal_quantile(1 - tail)
+    return max(0, math.floor(n * n / 2 - z * math.sqrt(n * n * (2 * n + 1) / 12)))
+
+
+def windows(rng, trials, n, change, cv):
+    return (1.0 + change) * (1.0 + cv * rng.standard_normal((trials, n)))
+
+
+def u_of_base(base, cand):
+    """U of the base sample (pairs it wins), per trial."""
+    n = base.shape[1]
+    pooled = np.concatenate([base, cand], axis=1)
+    ranks = pooled.argsort(axis=1).argsort(axis=1) + 1
+    return ranks[:, :n].sum(axis=1) - n * (n + 1) / 2
+
+
+def detect_power(rng, trials, n, change, cv):
+    base = windows(rng, trials, n, 0.0, cv)
+    cand = windows(rng, trials, n, -change, cv)  # slower: base wins most pairs, U large
+    u = u_of_base(base, cand)
+    crit = critical_u(n)
+    if crit is not None:
+        hits = (n * n - u) <= crit
+    else:
+        sd = math.sqrt(n * n * (2 * n + 1) / 12)
+        hits = (u - n * n / 2 - 0.5) / sd > normal_quantile(1 - ALPHA / 2)
+    return float(np.mean(hits))
+
+
+def same_probability(rng, trials, n, threshold, cv):
+    k = interval_cut(n, 1 - ALPHA)
+    if k == 0:
+        return 0.0
+    trials = min(trials, max(200, 50_000_000 // (n * n)))  # fewer trials where each holds n^2 ratios
+    inside = 0
+    chunk = max(1, 4_000_000 // (n * n))
+    for start in range(0, trials, chunk):
+        t = min(chunk, trials - start)
+        base = np.log(windows(rng, t, n, 0.0, cv)).astype(np.float32)
+        cand = np.log(windows(rng, t, n, 0.0, cv)).astype(np.float32)
+        d = (cand[:, :, None] - base[:, None, :]).reshape(t, -1)
+        low = np.partition(d, k - 1, axis=1)[:, k - 1]
+        high = np.partition(d, d.shape[1] - k, axis=1)[:, d.shape[1] - k]
+        inside += int(np.sum((np.expm1(low) >= -threshold) & (np.expm1(high) <= threshold)))
+    return inside / trials
+
+
+def fewest(probability, target, seed, limit=2000):
+    """Smallest n with probability(n) >= target: doubling, then bisection (each n its own seed)."""
+    def at(n):
+        return probability(np.random.default_rng([seed, n]), n)
+
+    lo, hi = 1, 2
+    while at(hi) < target:
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(hi * 2, limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=4000)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    changes = [0.02, 0.03, 0.05, 0.10]
+    cvs = [0.01, 0.02, 0.05, 0.10]
+    powers = [0.80, 0.95]
+    print(f"Detect: windows per side for p < {ALPHA} in the right direction ({args.trials} trials per count)\n")
+    print("| cv \\ change | " + " | ".join(f"{c:.0%} (80% / 95%)" for c in changes) + " |")
+    print("|---|" + "---:|" * len(changes))
+    for cv in cvs:
+        cells = []
+        for c in changes:
+            need = [fewest(lambda rng, n: detect_power(rng, args.trials, n, c, cv), p, args.seed) for p in powers]
+            cells.append(" / ".join(str(x) if x else "> 2000" for x in need))
+        print(f"| {cv:.0%} | " + " | ".join(cells) + " |", flush=True)
+    thresholds = [0.01, 0.02, 0.03, 0.05]
+    print(f"\nSAME: windows per side for the {1 - ALPHA:.0%} interval of an unchanged profile to lie within "
+          f"±threshold ({args.trials} trials per count)\n")
+    print("| cv \\ threshold | " + " | ".join(f"{t:.0%} (80% / 95%)" for t in thresholds) + " |")
+    print("|---|" + "---:|" * len(thresholds))
+    for cv in cvs:
+        cells = []
+        for t in thresholds:
+            need = [fewest(lambda rng, n: same_probability(rng, args.trials, n, t, cv), p, args.seed) for p in powers]
+            cells.append(" / ".join(str(x) if x else "> 2000" for x in need))
+        print(f"| {cv:.0%} | " + " | ".join(cells) + " |")
+
+if __name__ == "__main__":
+    main()

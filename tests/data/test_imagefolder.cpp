@@ -1,0 +1,346 @@
+// Image folders: the index (torchvision's ImageFolder order), the loader over JPEG files, and
+// every kind of bad input the issue lists.
+#include <ATen/ATen.h>
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+
+#include "helpers.hpp"
+#include "trainbench/data/jpeg.hpp"
+#include "trainbench/data/loader.hpp"
+#include "trainbench/util/error.hpp"
+
+using namespace trainbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A small picture whose mean colour encodes `tag`, so a batch tells which file it came from.
+std::vector<std::uint8_t> jpeg_bytes(int w, int h, int tag, int channels = 3) {
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(w) * h * channels);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < channels; ++c)
+        px[(static_cast<std::size_t>(y) * w + x) * channels + c] =
+            static_cast<std::uint8_t>(std::min(255, tag * 20 + ((x / 4 + y / 4) % 2) * 8 + c * 3));
+  return encode_jpeg(px.data(), w, h, channels, {});
+}
+
+void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
+  fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<std::string> listed(const dataset& ds) {
+  std::vector<std::string> out;
+  const file_list& f = *ds.files();
+  for (std::int64_t i = 0; i < f.size(); ++i) out.push_back(std::to_string(f.labels[i]) + ":" + f.relative(i));
+  return out;
+}
+
+loader_options folder_loader(int workers, int batch, int size = 16) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = workers;
+  o.image_size = size;
+  o.seed = 5;
+  o.mean = {0.485, 0.456, 0.406};
+  o.std = {0.229, 0.224, 0.225};
+  return o;
+}
+
+// Root reads every file whatever its mode; without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH in the
+// effective set (restored on exit) this thread sees permissions as any user does.
+struct without_dac_override {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved[2] = {};
+  bool active = false;
+  without_dac_override() {
+    if (geteuid() != 0 || syscall(SYS_capget, &header, saved) != 0) return;
+    __user_cap_data_struct reduced[2] = {saved[0], saved[1]};
+    reduced[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    active = syscall(SYS_capset, &header, reduced) == 0;
+  }
+  ~without_dac_override() {
+    if (active) syscall(SYS_capset, &header, saved);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("imagefolder index: sorted classes, labels by position, files in os.walk order, JPEG extensions only") {
+  const auto root = tbtest::scratch("if-index");
+  write_bytes(root / "zebra/b.jpg", jpeg_bytes(8, 8, 1));
+  write_bytes(root / "zebra/a.JPEG", jpeg_bytes(8, 8, 2));
+  write_bytes(root / "apple/sub/x.jpeg", jpeg_bytes(8, 8, 3));
+  write_bytes(root / "apple/sub-z/y.jpg", jpeg_bytes(8, 8, 3));
+  write_bytes(root / "apple/sub/deep/w.jpg", jpeg_bytes(8, 8, 3));
+  write_bytes(root / "apple/c.jpg", jpeg_bytes(8, 8, 4));
+  write_bytes(root / "apple/notes.txt", {1, 2, 3});
+  write_bytes(root / "apple/picture.png", {1, 2, 3});
+  write_bytes(root / "stray.jpg", jpeg_bytes(8, 8, 5));  // not in a class folder: not a sample
+  const auto ds = read_image_folder(root, "train");
+  CHECK(ds->num_classes() == 2);
+  CHECK(ds->files()->classes == std::vector<std::string>{"apple", "zebra"});
+  // sorted(os.walk(...)) orders folders by path: "apple/sub" < "apple/sub-z" < "apple/sub/deep"
+  // ('-' sorts before '/').
+  CHECK(listed(*ds) == std::vector<std::string>{"0:apple/c.jpg", "0:apple/sub/x.jpeg", "0:apple/sub-z/y.jpg",
+                                                "0:apple/sub/deep/w.jpg", "1:zebra/a.JPEG", "1:zebra/b.jpg"});
+  CHECK(ds->files()->ignored_files == 2);
+}
+
+TEST_CASE("data.split picks root/train or root/val when the root is split") {
+  const auto root = tbtest::scratch("if-split");
+  write_bytes(root / "train/a/1.jpg", jpeg_bytes(8, 8, 1));
+  write_bytes(root / "train/b/1.jpg", jpeg_bytes(8, 8, 1));
+  write_bytes(root / "val/a/1.jpg", jpeg_bytes(8, 8, 1));
+  CHECK(read_image_folder(root, "train")->num_classes() == 2);
+  CHECK(read_image_folder(root, "val")->num_classes() == 1);
+  const auto only_train = tbtest::scratch("if-split-train");
+  write_bytes(only_train / "train/a/1.jpg", jpeg_bytes(8, 8, 1));
+  CHECK_THROWS_WITH(read_image_folder(only_train, "val"), Catch::Contains("no val/ folder"));
+}
+
+TEST_CASE("imagefolder: missing root and no images are errors, an empty class folder keeps its label") {
+  const auto root = tbtest::scratch("if-empty");
+  CHECK_THROWS_AS(read_image_folder(root / "nope", "train"), input_error);
+  CHECK_THROWS_WITH(read_image_folder(root / "nope", "train"), Catch::Contains("does not exist"));
+  fs::create_directories(root / "a");
+  fs::create_directories(root / "b");
+  CHECK_THROWS_WITH(read_image_folder(root, "train"), Catch::Contains("no .jpg or .jpeg files"));
+  write_bytes(root / "b/1.jpg", jpeg_bytes(8, 8, 1));
+  const auto ds = read_image_folder(root, "train");
+  CHECK(ds->num_classes() == 2);
+  CHECK(ds->files()->empty_classes == std::vector<std::string>{"a"});
+  CHECK(ds->files()->labels == std::vector<int>{1});
+}
+
+TEST_CASE("model.num_classes must match the number of class folders") {
+  const auto root = tbtest::scratch("if-classes");
+  write_bytes(root / "a/1.jpg", jpeg_bytes(8, 8, 1));
+  write_bytes(root / "b/1.jpg", jpeg_bytes(8, 8, 1));
+  data_config cfg;
+  cfg.source = data_source::imagefolder;
+  cfg.path = root.string();
+  CHECK_NOTHROW(open_dataset(cfg, 2, 0));
+  CHECK_THROWS_WITH(open_dataset(cfg, 3, 0), Catch::Contains("2 class folders but model.num_classes is 3"));
+}
+
+TEST_CASE("image-folder batches: normalised floats, labels, the same crops whatever the worker count") {
+  const auto root = tbtest::scratch("if-loader");
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 6; ++i)
+      write_bytes(root / ("c" + std::to_string(c)) / (std::to_string(i) + ".jpg"),
+                  jpeg_bytes(40 + 7 * i, 30 + 5 * c, c * 3 + i % 3, i == 4 ? 1 : 3));
+  const auto ds = read_image_folder(root, "train");
+  std::vector<at::Tensor> reference;
+  for (int workers : {0, 1, 3}) {
+    INFO(workers << " workers");
+    batch_loader loader(ds, folder_loader(workers, 4));
+    REQUIRE(loader.batches_per_epoch() == 4);
+    for (int b = 0; b < 8; ++b) {
+      const host_batch& batch = loader.next();
+      CHECK(batch.images.sizes() == at::IntArrayRef{4, 3, 16, 16});
+      const auto idx = loader.batch_indices(b);
+      for (std::size_t i = 0; i < idx.size(); ++i)
+        CHECK(batch.labels[static_cast<std::int64_t>(i)].item<std::int64_t>() ==
+              ds->files()->labels[static_cast<std::size_t>(idx[i])]);
+      if (workers == 0)
+        reference.push_back(batch.images.clone());
+      else
+        CHECK(at::equal(batch.images, reference[static_cast<std::size_t>(b)]));
+      loader.release(batch);
+    }
+    const load_totals t = loader.load_counts();
+    CHECK(t.images >= 32);
+    CHECK(t.phase_s[static_cast<int>(load_phase::decode)] > 0);
+    CHECK(t.phase_s[static_cast<int>(load_phase::resize)] > 0);
+  }
+  // Epochs differ (new crops and order), and values are normalised (ImageNet mean/std).
+  CHECK_FALSE(at::equal(reference[0], reference[4]));
+  CHECK(reference[0].abs().max().item<float>() < 3.0f);
+}
+
+TEST_CASE("eval batches: one fixed centre crop per file, no flip, channels_last too") {
+  const auto root = tbtest::scratch("if-eval");
+  for (int i = 0; i < 4; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(50, 40, i));
+  const auto ds = read_image_folder(root, "val");
+  auto o = folder_loader(0, 4);
+  o.folder.transform = data_transform::eval;
+  o.shuffle = false;
+  batch_loader first(ds, o);
+  const host_batch& b0 = first.next();
+  const at::Tensor e0 = b0.images.clone();
+  first.release(b0);
+  const host_batch& b1 = first.next();  // the next epoch: the same centre crops
+  CHECK(at::equal(b1.images, e0));
+  first.release(b1);
+  o.channels_last = true;
+  batch_loader last(ds, o);
+  const host_batch& b = last.next();
+  CHECK(b.images.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(at::allclose(b.images, e0));
+}
+
+namespace {
+
+struct bad_case {
+  const char* name;
+  std::vector<std::uint8_t> bytes;
+  const char* reason;
+};
+
+std::vector<std::uint8_t> huge_header() {
+  auto bytes = jpeg_bytes(16, 16, 1);
+  for (std::size_t i = 0; i + 8 < bytes.size(); ++i) {
+    if (bytes[i] == 0xFF && bytes[i + 1] == 0xC0) {  // SOF0: length(2) precision(1) height(2) width(2)
+      bytes[i + 5] = bytes[i + 7] = 30000 >> 8;
+      bytes[i + 6] = bytes[i + 8] = 30000 & 0xFF;
+      return bytes;
+    }
+  }
+  FAIL("no SOF0 marker");
+  return bytes;
+}
+
+std::vector<bad_case> bad_cases() {
+  const auto good = jpeg_bytes(24, 24, 1);
+  return {
+      {"not-a-jpeg.jpg", {0x89, 'P', 'N', 'G', 13, 10, 26, 10, 0, 0, 0, 13}, "not a JPEG file"},
+      {"truncated.jpg", {good.begin(), good.begin() + static_cast<long>(good.size() / 2)}, "truncated"},
+      {"empty.jpg", {}, "empty file"},
+      {"huge.jpg", huge_header(), "30000 x 30000 = 900000000 pixels, more than data.max_image_pixels"},
+  };
+}
+
+// One good file and one bad one in class "a".
+std::shared_ptr<const dataset> folder_with(const fs::path& root, const bad_case& c) {
+  write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
+  write_bytes(root / "a" / c.name, c.bytes);
+  return read_image_folder(root, "train");
+}
+
+void drain(batch_loader& loader, int batches) {
+  for (int b = 0; b < batches; ++b) loader.release(loader.next());
+}
+
+}  // namespace
+
+TEST_CASE("bad files: on_bad_file error names the file and the reason") {
+  for (const auto& c : bad_cases()) {
+    INFO(c.name);
+    const auto root = tbtest::scratch(std::string("if-bad-") + c.name);
+    const auto ds = folder_with(root, c);
+    batch_loader loader(ds, folder_loader(1, 2));
+    try {
+      drain(loader, 1);
+      FAIL("no error");
+    } catch (const input_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains((root / "a" / c.name).string()));
+      CHECK_THAT(e.what(), Catch::Contains(c.reason));
+    }
+  }
+}
+
+TEST_CASE("bad files: on_bad_file skip replaces the sample with the next good file and counts it") {
+  for (const auto& c : bad_cases()) {
+    INFO(c.name);
+    const auto root = tbtest::scratch(std::string("if-skip-") + c.name);
+    const auto ds = folder_with(root, c);
+    auto o = folder_loader(0, 2);  // filled on demand: the count is exact when read
+    o.folder.skip_bad_files = true;
+    batch_loader loader(ds, o);
+    drain(loader, 3);  // three epochs: the bad file is found once and skipped every time
+    const auto skipped = loader.skipped_files();
+    REQUIRE(skipped.size() == 1);
+    CHECK(skipped[0].path == (root / "a" / c.name).string());
+    CHECK_THAT(skipped[0].reason, Catch::Contains(c.reason));
+    CHECK(loader.replaced_samples() == 3);
+  }
+}
+
+TEST_CASE("bad files: a file without read permission names the file (also when run as root)") {
+  const auto root = tbtest::scratch("if-unreadable");
+  write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
+  write_bytes(root / "a/locked.jpg", jpeg_bytes(24, 24, 3));
+  fs::permissions(root / "a/locked.jpg", fs::perms::none);
+  const auto ds = read_image_folder(root, "train");
+  without_dac_override as_user;
+  batch_loader loader(ds, folder_loader(0, 2));
+  CHECK_THROWS_WITH(drain(loader, 1), Catch::Contains("locked.jpg: cannot open: Permission denied"));
+  fs::permissions(root / "a/locked.jpg", fs::perms::owner_read | fs::perms::owner_write);
+}
+
+TEST_CASE("max_image_pixels refuses a header before decoding, and can be raised") {
+  const auto root = tbtest::scratch("if-limit");
+  write_bytes(root / "a/1.jpg", jpeg_bytes(40, 30, 1));
+  const auto ds = read_image_folder(root, "train");
+  auto o = folder_loader(0, 1);
+  o.folder.max_image_pixels = 40 * 30 - 1;
+  batch_loader small(ds, o);
+  CHECK_THROWS_WITH(drain(small, 1), Catch::Contains("40 x 30 = 1200 pixels, more than data.max_image_pixels (1199)"));
+  o.folder.max_image_pixels = 40 * 30;
+  batch_loader enough(ds, o);
+  CHECK_NOTHROW(drain(enough, 1));
+}
+
+TEST_CASE("image-folder loader: slots are reused, nothing grows per batch after warm-up") {
+  const auto root = tbtest::scratch("if-reuse");
+  for (int i = 0; i < 8; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(30 + i, 30, i));
+  const auto ds = read_image_folder(root, "train");
+  batch_loader loader(ds, folder_loader(2, 2));
+  std::set<const void*> buffers;
+  for (int b = 0; b < 20; ++b) {
+    const host_batch& batch = loader.next();
+    buffers.insert(batch.images.data_ptr());
+    loader.release(batch);
+  }
+  CHECK(static_cast<int>(buffers.size()) == loader.slots());
+}
+
+TEST_CASE("data.decode: device batches carry each file's bytes and the host sampler's crop") {
+  const auto root = tbtest::scratch("if-encoded");
+  for (int i = 0; i < 6; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(60 + i, 44, i));
+  const auto ds = read_image_folder(root, "train");
+  const file_list& files = *ds->files();
+  auto o = folder_loader(1, 3);
+  o.encoded = true;
+  batch_loader loader(ds, o);
+  folder_options fo;
+  fo.image_size = 16;
+  fo.seed = 5;
+  bad_files bad(files.size());
+  folder_reader host(files, fo, bad);
+  std::vector<float> out(3 * 16 * 16);
+  load_counters counters(1);
+  std::vector<load_sink*> sinks{&counters};
+  for (int b = 0; b < 4; ++b) {
+    const host_batch& batch = loader.next();
+    REQUIRE(batch.encoded);
+    CHECK_FALSE(batch.images.defined());
+    const encoded_batch& e = *batch.encoded;
+    REQUIRE(e.plans.size() == 3);
+    const auto idx = loader.batch_indices(b);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(e.indices[i] == idx[i]);
+      std::ifstream in(files.path(idx[i]), std::ios::binary);
+      const std::vector<std::uint8_t> want{std::istreambuf_iterator<char>(in), {}};
+      CHECK(std::equal(want.begin(), want.end(), e.bytes.begin() + static_cast<long>(e.offsets[i])));
+      CHECK(e.sizes[i] == want.size());
+      phase_marker marks(sinks, 0, b);
+      host.read(idx[i], b / loader.batches_per_epoch(), out.data(), marks);
+      const crop_box& box = host.last().box;
+      CHECK(e.plans[i].x.lo == box.left);
+      CHECK(e.plans[i].y.lo == box.top);
+      CHECK(e.plans[i].x.hi - e.plans[i].x.lo == box.width);
+      CHECK(e.plans[i].flip == host.last().flip);
+    }
+    loader.release(batch);
+  }
+}

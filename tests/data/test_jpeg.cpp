@@ -1,0 +1,248 @@
+// Host JPEG decoding and torchvision's transform semantics, against fixtures made by torchvision
+// (scripts/make-jpeg-fixture.py).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "helpers.hpp"
+#include "trainbench/data/crop.hpp"
+#include "trainbench/data/jpeg.hpp"
+
+using namespace trainbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::uint8_t> read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+fs::path fixture(const std::string& name) { return tbtest::source_dir() / "tests/fixtures/jpeg" / name; }
+
+// One image through the reader's steps with a given plan: planar floats in 0..255.
+struct transformed {
+  std::vector<float> planes;
+  int channels = 0, scale = 1;
+};
+transformed run_plan(const std::vector<std::uint8_t>& bytes, const resize_plan& plan, int size, bool dct) {
+  jpeg_decoder dec;
+  crop_resampler rs;
+  const jpeg_info info = dec.open(bytes.data(), bytes.size(), 1 << 30);
+  transformed t;
+  t.scale = dct ? dct_scale(plan) : 1;
+  const jpeg_region r = rs.prepare(plan, t.scale, info.height, info.width, size);
+  const decoded_pixels px = dec.decode(r);
+  t.channels = px.channels == 1 ? 1 : 3;
+  t.planes.resize(3 * static_cast<std::size_t>(size) * size);
+  rs.resample(px, t.planes.data());
+  return t;
+}
+
+resize_plan plan_of(const nlohmann::json& c, const jpeg_info& info) {
+  const int size = c["size"];
+  if (c["box"].is_null()) return eval_plan(info.height, info.width, size);
+  const auto b = c["box"].get<std::vector<int>>();
+  return train_plan(crop_box{b[0], b[1], b[2], b[3]}, size, c["flip"].get<bool>());
+}
+
+// Largest difference to torchvision's uint8 output, in 1/255 units (grayscale compared on all three).
+double max_error(const transformed& t, const std::vector<int>& expected, int size) {
+  const std::size_t plane = static_cast<std::size_t>(size) * size;
+  double worst = 0;
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t i = 0; i < plane; ++i)
+      worst =
+          std::max(worst, std::abs(double(t.planes[(t.channels == 1 ? 0 : c) * plane + i]) - expected[c * plane + i]));
+  return worst;
+}
+
+double mean_error(const transformed& t, const std::vector<int>& expected, int size) {
+  const std::size_t plane = static_cast<std::size_t>(size) * size;
+  double sum = 0;
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t i = 0; i < plane; ++i)
+      sum += std::abs(double(t.planes[(t.channels == 1 ? 0 : c) * plane + i]) - expected[c * plane + i]);
+  return sum / (3.0 * plane);
+}
+
+}  // namespace
+
+TEST_CASE("decode + crop + resize matches torchvision's decode_jpeg + resized_crop within 2/255") {
+  const auto fix = tbtest::read_json(tbtest::source_dir() / "tests/fixtures/torchvision_crops.json");
+  for (const auto& c : fix["cases"]) {
+    const std::string name = c["file"];
+    const int size = c["size"];
+    INFO(name << " box " << c["box"].dump() << " -> " << size << (c["flip"].get<bool>() ? " flipped" : ""));
+    const auto bytes = read_bytes(fixture(name));
+    jpeg_decoder dec;
+    const jpeg_info info = dec.open(bytes.data(), bytes.size(), 1 << 30);
+    const resize_plan plan = plan_of(c, info);
+    const auto expected = c["expected_chw"].get<std::vector<int>>();
+    // Full-resolution decode of the crop's rows and columns: torchvision's numbers.
+    const transformed full = run_plan(bytes, plan, size, false);
+    CHECK(max_error(full, expected, size) <= 2.0);
+    // DCT-scaled decode (where the crop allows it) approximates the same filter: close, not equal.
+    const transformed scaled = run_plan(bytes, plan, size, true);
+    if (scaled.scale > 1) {
+      CHECK(mean_error(scaled, expected, size) <= 2.0);
+      CHECK(max_error(scaled, expected, size) <= 24.0);
+    }
+  }
+}
+
+TEST_CASE("partial decoding gives exactly the pixels of a full decode") {
+  for (const char* name : {"color420.jpg", "color444.jpg", "progressive.jpg", "gray.jpg", "cmyk.jpg"}) {
+    INFO(name);
+    const auto bytes = read_bytes(fixture(name));
+    jpeg_decoder full_dec, part_dec;
+    const jpeg_info info = full_dec.open(bytes.data(), bytes.size(), 1 << 30);
+    const decoded_pixels full = full_dec.decode({1, 0, info.width, 0, info.height});
+    part_dec.open(bytes.data(), bytes.size(), 1 << 30);
+    const jpeg_region region{1, 21, info.width - 27, 13, info.height - 9};  // edges inside the image
+    const decoded_pixels part = part_dec.decode(region);
+    REQUIRE(part.x0 <= region.x0);
+    REQUIRE(part.x0 + part.width >= region.x1);
+    REQUIRE(part.rows == region.y1 - region.y0);
+    CHECK(part.channels == full.channels);
+    std::size_t differing = 0;
+    for (int y = 0; y < part.rows; ++y)
+      for (int x = region.x0; x < region.x1; ++x)
+        for (int c = 0; c < std::min(3, part.channels); ++c)
+          differing += part.data[y * part.stride + (x - part.x0) * part.channels + c] !=
+                       full.data[(y + region.y0) * full.stride + x * full.channels + c];
+    CHECK(differing == 0);
+  }
+}
+
+TEST_CASE("grayscale, CMYK and progressive files decode, and the header says what they are") {
+  jpeg_decoder dec;
+  auto gray = read_bytes(fixture("gray.jpg"));
+  CHECK(dec.open(gray.data(), gray.size(), 1 << 30).channels == 1);
+  auto cmyk = read_bytes(fixture("cmyk.jpg"));
+  CHECK(dec.open(cmyk.data(), cmyk.size(), 1 << 30).channels == 3);
+  auto prog = read_bytes(fixture("progressive.jpg"));
+  const jpeg_info p = dec.open(prog.data(), prog.size(), 1 << 30);
+  CHECK(p.progressive);
+  CHECK(p.width == 90);
+  CHECK(p.height == 70);
+}
+
+TEST_CASE("DCT scaling is chosen only while the scaled crop keeps the output resolution") {
+  CHECK(dct_scale(train_plan({0, 0, 448, 448}, 224, false)) == 2);
+  CHECK(dct_scale(train_plan({0, 0, 447, 900}, 224, false)) == 1);
+  CHECK(dct_scale(train_plan({0, 0, 1800, 1800}, 224, false)) == 8);
+  CHECK(dct_scale(train_plan({0, 0, 900, 1000}, 224, false)) == 4);
+  // eval: Resize(256) of a 375 x 500 image is a 1.46x reduction: full resolution.
+  CHECK(dct_scale(eval_plan(375, 500, 224)) == 1);
+  CHECK(dct_scale(eval_plan(1125, 1500, 224)) == 4);
+}
+
+TEST_CASE("eval: Resize(round(S * 256 / 224)) + CenterCrop(S) as torchvision computes them") {
+  CHECK(eval_resize_size(224) == 256);
+  CHECK(eval_resize_size(32) == 37);
+  const resize_plan p = eval_plan(375, 500, 224);
+  CHECK(p.y.out_total == 256);
+  CHECK(p.x.out_total == 341);  // int(256 * 500 / 375)
+  CHECK(p.y.out_first == 16);
+  CHECK(p.x.out_first == 58);  // round(117 / 2) = 58, halves to even
+}
+
+namespace {
+
+// Two-sample Kolmogorov-Smirnov statistic.
+double ks_statistic(std::vector<double> a, std::vector<double> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::size_t i = 0, j = 0;
+  double d = 0;
+  while (i < a.size() && j < b.size()) {
+    const double v = std::min(a[i], b[j]);
+    while (i < a.size() && a[i] <= v) ++i;
+    while (j < b.size() && b[j] <= v) ++j;
+    d = std::max(d, std::abs(static_cast<double>(i) / a.size() - static_cast<double>(j) / b.size()));
+  }
+  return d;
+}
+
+// Rejects equal distributions with probability at most 0.001 (c(alpha) = 1.95).
+double ks_critical(std::size_t n, std::size_t m) { return 1.95 * std::sqrt(static_cast<double>(n + m) / (n * m)); }
+
+struct draws {
+  std::vector<double> area, log_ratio;
+};
+
+draws ours(int h, int w, int n, const crop_scale& s) {
+  draws d;
+  for (int i = 0; i < n; ++i) {
+    sample_rng rng(42, 0, i);
+    const crop_box b = random_resized_crop(h, w, rng, s);
+    REQUIRE(b.top >= 0);
+    REQUIRE(b.left >= 0);
+    REQUIRE(b.top + b.height <= h);
+    REQUIRE(b.left + b.width <= w);
+    d.area.push_back(static_cast<double>(b.height) * b.width / (static_cast<double>(h) * w));
+    d.log_ratio.push_back(std::log(static_cast<double>(b.width) / b.height));
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("RandomResizedCrop's area and log-ratio follow torchvision's over 10,000 draws (KS, fixed seed)") {
+  const auto fix = tbtest::read_json(tbtest::source_dir() / "tests/fixtures/rrc_draws.json");
+  for (const auto& img : fix["images"]) {
+    const int h = img["height"], w = img["width"];
+    INFO(h << " x " << w);
+    const auto ch = img["crop_h"].get<std::vector<int>>(), cw = img["crop_w"].get<std::vector<int>>();
+    draws theirs;
+    for (std::size_t i = 0; i < ch.size(); ++i) {
+      theirs.area.push_back(static_cast<double>(ch[i]) * cw[i] / (static_cast<double>(h) * w));
+      theirs.log_ratio.push_back(std::log(static_cast<double>(cw[i]) / ch[i]));
+    }
+    const draws mine = ours(h, w, 10000, {});
+    const double critical = ks_critical(mine.area.size(), theirs.area.size());
+    CHECK(ks_statistic(mine.area, theirs.area) < critical);
+    CHECK(ks_statistic(mine.log_ratio, theirs.log_ratio) < critical);
+    // The test has power: a sampler with another area range is rejected.
+    crop_scale wrong;
+    wrong.area_lo = 0.2;
+    const draws off = ours(h, w, 10000, wrong);
+    CHECK(ks_statistic(off.area, theirs.area) > critical);
+  }
+}
+
+TEST_CASE("crop RNG: a function of seed, epoch and sample only") {
+  sample_rng a(7, 3, 1234), b(7, 3, 1234), c(7, 4, 1234), d(8, 3, 1234);
+  const crop_box x = random_resized_crop(375, 500, a), y = random_resized_crop(375, 500, b);
+  CHECK((x.top == y.top && x.left == y.left && x.height == y.height && x.width == y.width));
+  std::uint64_t na = sample_rng(7, 3, 1234).next();
+  CHECK(na != c.next());
+  CHECK(na != d.next());
+  // Fallback: no ratio in [3/4, 4/3] fits a 10 x 200 strip, so the centre crop clamps the ratio.
+  sample_rng r(1, 0, 0);
+  const crop_box f = random_resized_crop(10, 200, r);
+  CHECK(f.height == 10);
+  CHECK(f.width == 13);  // round(10 * 4/3)
+  CHECK(f.left == (200 - 13) / 2);
+}
+
+TEST_CASE("encode, then decode: sizes, channels and pixels survive (quality 95)") {
+  std::vector<std::uint8_t> pixels(40 * 30 * 3);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>((i / 3) % 40 * 6);
+  jpeg_encode_options o;
+  o.quality = 95;
+  const auto bytes = encode_jpeg(pixels.data(), 40, 30, 3, o);
+  jpeg_decoder dec;
+  const jpeg_info info = dec.open(bytes.data(), bytes.size(), 1 << 30);
+  CHECK(info.width == 40);
+  CHECK(info.height == 30);
+  const decoded_pixels px = dec.decode({1, 0, 40, 0, 30});
+  double worst = 0;
+  for (int y = 0; y < 30; ++y)
+    for (int x = 0; x < 40; ++x)
+      for (int c = 0; c < 3; ++c)
+        worst = std::max(worst, std::abs(double(px.data[y * px.stride + x * 4 + c]) - pixels[(y * 40 + x) * 3 + c]));
+  CHECK(worst < 12);
+}
