@@ -162,10 +162,16 @@ class nvjpeg_transfer final : public transfer_stage {
     labels_[slot].narrow(0, 0, n).copy_(batch.labels.narrow(0, 0, n), true);
     ready_[slot].record(stream);
     used_[slot] = true;
-    // The worker refills the slot's file bytes only after the decode has read them.
-    at::cuda::CUDAEvent* ev = &ready_[slot];
-    loader.release(batch, [ev] { ev->synchronize(); });
+    // The worker refills the slot's file bytes only after the decode has read them. Its fence is
+    // an event of that host slot, which this thread records again only once the worker refilled
+    // it (ready_[slot] is recorded again for a later batch while a worker may still wait on it).
+    const std::size_t host_slot = static_cast<std::size_t>(batch.slot);
+    if (host_fences_.size() <= host_slot) host_fences_.resize(static_cast<std::size_t>(loader.slots()));
+    host_fences_[host_slot].record(stream);
+    at::cuda::CUDAEvent* ev = &host_fences_[host_slot];
+    // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, n});
+    loader.release(batch, [ev] { ev->synchronize(); });
   }
 
   device_batch take() override {
@@ -268,7 +274,7 @@ class nvjpeg_transfer final : public transfer_stage {
   int depth_ = 1;
   std::int64_t submitted_ = 0, initialized_for_ = -1;
   std::size_t taken_ = 0;
-  std::vector<at::cuda::CUDAEvent> ready_, free_;
+  std::vector<at::cuda::CUDAEvent> ready_, free_, host_fences_;
   std::vector<bool> used_;
   std::vector<at::Tensor> images_, labels_, pixels_;
   std::vector<const unsigned char*> data_;
