@@ -213,6 +213,41 @@ void set_scaled_grads(std::vector<at::Tensor>& params, const grad_scaler& scaler
 }
 }  // namespace
 
+TEST_CASE("an applied step with a keep factor of 1 is bit-identical to torch::optim::SGD") {
+  // Loss scaling passes keep = 1 on every clean step: those steps must round as PyTorch's
+  // buf.mul_(m).add_(d) and p.add_(buf, -lr) do, not merely come close.
+  for (bool foreach : {false, true}) {
+    INFO((foreach ? "foreach" : "per-parameter"));
+    optimizer_config cfg;
+    cfg.lr = 0.1;
+    cfg.momentum = 0.9;
+    cfg.weight_decay = 0.01;
+    cfg.foreach = foreach;
+    auto ours = random_params(11), theirs = random_params(11);
+    sgd opt(ours, cfg);
+    torch::optim::SGD ref(theirs,
+                          torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weight_decay));
+    const at::Tensor keep = at::ones({});
+    for (int step = 0; step < 6; ++step) {
+      for (auto* set : {&ours, &theirs}) {
+        for (std::size_t i = 0; i < set->size(); ++i) {
+          at::manual_seed(700 + step * 10 + static_cast<int>(i));
+          (*set)[i].mutable_grad() = at::randn_like((*set)[i]);
+        }
+      }
+      opt.step(keep);
+      ref.step();
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+        INFO("step " << step << ", parameter " << i);
+        const auto& state =
+            static_cast<const torch::optim::SGDParamState&>(*ref.state().at(theirs[i].unsafeGetTensorImpl()));
+        CHECK(same_bits(ours[i].detach(), theirs[i].detach()));
+        CHECK(same_bits(opt.momentum_buffers()[i], state.momentum_buffer()));
+      }
+    }
+  }
+}
+
 TEST_CASE("fp16 with foreach SGD steps: the scaler's keep factor is a 0-dim tensor") {
   grad_scaler scaler(at::kCPU);
   auto p = random_params(7);
