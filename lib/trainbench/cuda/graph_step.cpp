@@ -20,24 +20,33 @@
 namespace trainbench {
 namespace {
 
+// keep_graph: capture_end() only closes the capture and instantiation is a separate call, so an
+// instantiation failure (out of memory near the edge, as the batch-size search provokes) cannot
+// throw out of capture_end() after the graph has taken ownership of its pool. capture_ended()
+// tells whether it has: from then on the graph's reset() releases the pool, and nobody else may.
+class step_graph final : public at::cuda::CUDAGraph {
+ public:
+  step_graph() : at::cuda::CUDAGraph(/*keep_graph=*/true) {}
+  bool capture_ended() const { return capture_ended_; }
+};
+
 // Ends an open capture if an exception unwinds through it, so the stream is usable again. When
 // that capture_end() fails too (cudaStreamEndCapture rejects an invalidated capture, e.g. one
 // that tried to sync), CUDAGraph throws before it tells the allocators the capture is over, and
 // its reset() releases the private pool only after a successful capture. Left so, the caching
 // allocator believes a capture is still underway: every later emptyCache() fails an internal
 // assertion (the batch-size search empties the cache after each try) and an allocation that
-// misses never frees cached blocks. So the guard ends the pool's use itself.
+// misses never frees cached blocks. So the guard ends the pool's use itself, but releases the
+// pool only while the graph has not reached capture_ended_: a second release would take the
+// pool's use count below zero, and reset() asserts on that in the graph's noexcept destructor.
 class capture_guard {
  public:
-  capture_guard(at::cuda::CUDAGraph& g, c10::DeviceIndex device, c10::MempoolId_t pool)
+  capture_guard(step_graph& g, c10::DeviceIndex device, c10::MempoolId_t pool)
       : graph_(g), device_(device), pool_(pool) {}
   ~capture_guard() {
     if (done_) return;
-    try {
-      graph_.capture_end();
-      return;  // a capture that ended: the graph's reset() releases its pool
-    } catch (...) {
-    }
+    if (!graph_.capture_ended()) ignore_errors([&] { graph_.capture_end(); });
+    if (graph_.capture_ended()) return;  // the graph's reset() releases its pool, once
     // Each may already have happened (or never begun) depending on where the capture failed.
     auto* host = at::getHostAllocator(at::kCUDA);
     ignore_errors([&] { c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_); });
@@ -57,7 +66,7 @@ class capture_guard {
     } catch (...) {
     }
   }
-  at::cuda::CUDAGraph& graph_;
+  step_graph& graph_;
   c10::DeviceIndex device_;
   c10::MempoolId_t pool_;
   bool done_ = false;
@@ -176,7 +185,7 @@ class graph_step final : public train_step {
     // graph's private pool would need a second copy of the activations and gradients.
     c10::cuda::CUDACachingAllocator::emptyCache();
     const autocast_cache_off no_cache;  // restored on unwind too
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    auto graph = std::make_unique<step_graph>();
     {
       c10::cuda::CUDAStreamGuard guard(side);
       const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
@@ -187,6 +196,8 @@ class graph_step final : public train_step {
       graph->capture_end();
       open.done();
     }
+    // After the guard: if this throws, the graph owns its pool and its destructor releases it.
+    graph->instantiate();
     graph_ = std::move(graph);  // only a complete capture: after a failed one, the next batch captures again
   }
 
@@ -195,7 +206,7 @@ class graph_step final : public train_step {
   sgd optimizer_;
   std::optional<grad_scaler> scaler_;
   at::Tensor static_images_, static_labels_, static_loss_;
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::unique_ptr<step_graph> graph_;
 };
 
 }  // namespace
