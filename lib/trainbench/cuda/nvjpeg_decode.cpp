@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cuda_transfer.hpp"
 #include "trainbench/util/error.hpp"
 
 #if TRAINBENCH_HAVE_NVJPEG_H
@@ -114,7 +115,7 @@ struct nvjpeg_session {
   explicit operator bool() const { return handle != nullptr; }
 };
 
-class nvjpeg_transfer final : public transfer_stage {
+class nvjpeg_transfer final : public transfer_stage, public copy_lane {
  public:
   nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, const nvjpeg_api* api)
       : device_(device), options_(o), api_(api) {
@@ -138,6 +139,8 @@ class nvjpeg_transfer final : public transfer_stage {
   }
 
   int lookahead() const override { return side_ ? 1 : 0; }
+  // The decode and its copies run on the side stream when there is one: the clock times h2d there.
+  std::optional<c10::cuda::CUDAStream> stream() const override { return side_; }
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
