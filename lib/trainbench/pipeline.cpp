@@ -268,6 +268,7 @@ c10::Device device_for_rank(const profile& p, const launch_info& l) {
 pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
   const c10::Device device = device_for_rank(p, o.launch);
   const bool on_cuda = device.is_cuda();
+  if (on_cuda) make_device_current(device);  // before anything allocates, pins or syncs
   e.device = device.str();
   e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
   note_ineffective(p, on_cuda, o.strict, e);

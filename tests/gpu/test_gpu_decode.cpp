@@ -6,6 +6,7 @@
 
 #include "helpers.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cuda_transfer.hpp"
 #include "trainbench/data/loader.hpp"
 
 using namespace trainbench;
@@ -66,6 +67,30 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
     INFO("batch " << b << ": mean " << mean_abs << ", max " << max_abs);
     CHECK(mean_abs < 0.02);
     CHECK(max_abs < 0.3);
+  }
+}
+
+// The CUDA clock records the h2d events on the stream a copy_lane names: with a side stream that
+// must be the stream the decode and its copies are enqueued on, not the compute stream.
+TEST_CASE("nvJPEG names its side stream to the clock, and no stream without copy_stream", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  for (bool side : {false, true}) {
+    INFO((side ? "copy_stream" : "no copy_stream"));
+    nvjpeg_options no;
+    no.image_size = 64;
+    no.mean = {0.485, 0.456, 0.406};
+    no.std = {0.229, 0.224, 0.225};
+    no.copy_stream = side;
+    std::string why;
+    auto decoder = make_nvjpeg_transfer(device, no, why);
+    INFO(why);
+    REQUIRE(decoder);
+    const auto* lane = dynamic_cast<const copy_lane*>(decoder.get());
+    REQUIRE(lane);
+    const auto stream = lane->stream();
+    CHECK(stream.has_value() == side);
+    if (stream) CHECK(*stream != c10::cuda::getCurrentCUDAStream(device.index()));
   }
 }
 

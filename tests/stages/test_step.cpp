@@ -3,7 +3,9 @@
 #include <torch/optim/sgd.h>
 
 #include <catch2/catch.hpp>
+#include <limits>
 
+#include "trainbench/stages/amp.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"
 #include "trainbench/stages/train_step.hpp"
@@ -187,4 +189,216 @@ TEST_CASE("the step counts skipped fp16 steps on the device") {
   CHECK(step->loss_scale().item<double>() == 32768.0);
   const auto after = model->parameters();
   for (std::size_t i = 0; i < before.size(); ++i) CHECK(at::equal(before[i], after[i]));
+}
+
+namespace {
+// Bit patterns, not values: a skipped step must leave every bit where it was.
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && at::equal(a.contiguous().view(at::kInt), b.contiguous().view(at::kInt));
+}
+
+std::vector<at::Tensor> random_params(std::uint64_t seed) {
+  at::manual_seed(seed);
+  std::vector<at::Tensor> p;
+  for (auto shape : {std::vector<std::int64_t>{4, 3}, {7}, {2, 2, 3, 3}})
+    p.push_back(at::randn(shape).requires_grad_(true));
+  return p;
+}
+
+void set_scaled_grads(std::vector<at::Tensor>& params, const grad_scaler& scaler, int step) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    at::manual_seed(500 + step * 10 + static_cast<int>(i));
+    params[i].mutable_grad() = at::randn_like(params[i]) * scaler.scale_tensor();
+  }
+}
+}  // namespace
+
+TEST_CASE("an applied step with a keep factor of 1 is bit-identical to torch::optim::SGD") {
+  // Loss scaling passes keep = 1 on every clean step: those steps must round as PyTorch's
+  // buf.mul_(m).add_(d) and p.add_(buf, -lr) do, not merely come close.
+  for (bool foreach : {false, true}) {
+    INFO((foreach ? "foreach" : "per-parameter"));
+    optimizer_config cfg;
+    cfg.lr = 0.1;
+    cfg.momentum = 0.9;
+    cfg.weight_decay = 0.01;
+    cfg.foreach = foreach;
+    auto ours = random_params(11), theirs = random_params(11);
+    sgd opt(ours, cfg);
+    torch::optim::SGD ref(theirs,
+                          torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weight_decay));
+    const at::Tensor keep = at::ones({});
+    for (int step = 0; step < 6; ++step) {
+      for (auto* set : {&ours, &theirs}) {
+        for (std::size_t i = 0; i < set->size(); ++i) {
+          at::manual_seed(700 + step * 10 + static_cast<int>(i));
+          (*set)[i].mutable_grad() = at::randn_like((*set)[i]);
+        }
+      }
+      opt.step(keep);
+      ref.step();
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+        INFO("step " << step << ", parameter " << i);
+        const auto& state =
+            static_cast<const torch::optim::SGDParamState&>(*ref.state().at(theirs[i].unsafeGetTensorImpl()));
+        CHECK(same_bits(ours[i].detach(), theirs[i].detach()));
+        CHECK(same_bits(opt.momentum_buffers()[i], state.momentum_buffer()));
+      }
+    }
+  }
+}
+
+TEST_CASE("fp16 with foreach SGD steps: the scaler's keep factor is a 0-dim tensor") {
+  grad_scaler scaler(at::kCPU);
+  auto p = random_params(7);
+  optimizer_config cfg;
+  cfg.lr = 0.1;
+  cfg.momentum = 0.9;
+  cfg.foreach = true;
+  sgd opt(p, cfg);
+  set_scaled_grads(p, scaler, 0);
+  const auto before = clones(p);
+  const at::Tensor& keep = scaler.unscale(opt.grads());
+  CHECK(keep.dim() == 0);
+  REQUIRE_NOTHROW(opt.step(keep));
+  scaler.update();
+  for (std::size_t i = 0; i < p.size(); ++i) CHECK_FALSE(at::equal(p[i].detach(), before[i]));
+
+  // The same through the eager step, as `run --set train.amp=fp16 --set train.optimizer.foreach=true` does:
+  // the first step threw. One step is enough (fp16 is emulated on CPUs, and slow): the keep factor
+  // reaches the foreach ops whether or not that step overflows at the initial scale.
+  at::manual_seed(0);
+  resnet model = make_resnet("resnet18", 10);
+  step_options o;
+  o.amp = amp_mode::fp16;
+  o.scaler = true;
+  o.optimizer.foreach = true;
+  o.optimizer.momentum = 0.9;
+  auto step = make_eager_step(model, o);
+  const auto batch = fixed_batch(2, 8, 6);
+  step->forward(batch);
+  step->backward();
+  REQUIRE_NOTHROW(step->optimizer_step());
+  CHECK(step->skipped_steps().item<double>() <= 1.0);
+}
+
+TEST_CASE("an inf after clean steps skips the whole SGD step: parameters and momentum bit-identical") {
+  for (bool foreach : {false, true}) {
+    INFO((foreach ? "foreach" : "per-parameter"));
+    scaler_options so;
+    grad_scaler scaler(at::kCPU, so);
+    auto p = random_params(8);
+    optimizer_config cfg;
+    cfg.lr = 0.1;
+    cfg.momentum = 0.9;
+    cfg.weight_decay = 0.01;
+    cfg.foreach = foreach;
+    sgd opt(p, cfg);
+    for (int step = 0; step < 3; ++step) {  // clean steps: the momentum buffers fill up
+      set_scaled_grads(p, scaler, step);
+      opt.step(scaler.unscale(opt.grads()));
+      scaler.update();
+    }
+    for (const auto& b : opt.momentum_buffers()) REQUIRE(b.abs().sum().item<double>() > 0);
+    const auto params_before = clones(p), buffers_before = clones(opt.momentum_buffers());
+
+    set_scaled_grads(p, scaler, 3);
+    p[1].mutable_grad().view(-1)[2] = std::numeric_limits<float>::infinity();
+    opt.step(scaler.unscale(opt.grads()));
+    scaler.update();
+    CHECK(scaler.skipped_steps().item<float>() == 1.0f);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      CHECK(same_bits(p[i].detach(), params_before[i]));
+      CHECK(same_bits(opt.momentum_buffers()[i], buffers_before[i]));
+    }
+
+    // The next clean step applies again.
+    set_scaled_grads(p, scaler, 4);
+    opt.step(scaler.unscale(opt.grads()));
+    scaler.update();
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK_FALSE(at::equal(p[i].detach(), params_before[i]));
+  }
+}
+
+TEST_CASE("a skipped scaled step after clean ones leaves the model untouched, per-parameter and foreach") {
+  // Loss scaling on fp32 (the step allows it; profiles tie it to fp16): every step before the
+  // injected inf is clean, so the momentum buffers are full when the skip comes, and no step pays
+  // for fp16 emulation on a CPU. The skip path (keep factor, nan_to_num, masked update) is the
+  // same as with autocast fp16.
+  for (bool foreach : {false, true}) {
+    INFO((foreach ? "foreach" : "per-parameter"));
+    at::manual_seed(0);
+    resnet model = make_resnet("resnet18", 10);
+    step_options o;
+    o.scaler = true;
+    o.optimizer.momentum = 0.9;
+    o.optimizer.foreach = foreach;
+    auto step = make_eager_step(model, o);
+    const auto batch = fixed_batch(2, 8, 9);
+    for (int i = 0; i < 3; ++i) {
+      step->forward(batch);
+      step->backward();
+      step->optimizer_step();
+    }
+    REQUIRE(step->skipped_steps().item<double>() == 0.0);
+    step->forward(batch);
+    step->backward();
+    model->parameters()[5].mutable_grad().view(-1)[0] = std::numeric_limits<float>::infinity();
+    const auto before = clones(model->parameters());
+    step->optimizer_step();
+    CHECK(step->skipped_steps().item<double>() == 1.0);
+    const auto after = model->parameters();
+    for (std::size_t i = 0; i < before.size(); ++i) CHECK(same_bits(before[i], after[i].detach()));
+  }
+}
+
+TEST_CASE("a parameter without a gradient does not stop the others from stepping") {
+  for (bool foreach : {false, true}) {
+    INFO((foreach ? "foreach" : "per-parameter"));
+    auto p = random_params(10);
+    optimizer_config cfg;
+    cfg.lr = 0.1;
+    cfg.momentum = 0.9;
+    cfg.foreach = foreach;
+    sgd opt(p, cfg);
+    const auto before = clones(p);
+    p[0].mutable_grad() = at::ones_like(p[0]);
+    p[2].mutable_grad() = at::ones_like(p[2]);
+    opt.step();
+    CHECK(at::allclose(p[0].detach(), before[0] - 0.1));
+    CHECK(at::equal(p[1].detach(), before[1]));  // no gradient: left alone, as torch.optim.SGD does
+    CHECK(at::allclose(p[2].detach(), before[2] - 0.1));
+    CHECK(at::equal(opt.momentum_buffers()[1], at::zeros_like(before[1])));
+
+    // With loss scaling too: only the defined gradients are unscaled.
+    grad_scaler scaler(at::kCPU);
+    p[0].mutable_grad() = at::ones_like(p[0]) * scaler.scale_tensor();
+    p[2].mutable_grad().reset();
+    REQUIRE(opt.grads().size() == 1);
+    const auto mid = clones(p);
+    REQUIRE_NOTHROW(opt.step(scaler.unscale(opt.grads())));
+    CHECK_FALSE(at::equal(p[0].detach(), mid[0]));
+    CHECK(at::equal(p[1].detach(), mid[1]));
+    CHECK(at::equal(p[2].detach(), mid[2]));
+  }
+}
+
+TEST_CASE("autocast scopes restore the previous dtype and cache setting, also on unwind") {
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  {
+    autocast_scope amp(at::kCPU, at::kHalf, true);
+    CHECK(at::autocast::get_autocast_dtype(at::kCPU) == at::kHalf);
+    CHECK(at::autocast::is_autocast_enabled(at::kCPU));
+  }
+  CHECK(at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16);
+  CHECK_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+
+  REQUIRE(at::autocast::is_autocast_cache_enabled());
+  try {
+    autocast_cache_off no_cache;
+    CHECK_FALSE(at::autocast::is_autocast_cache_enabled());
+    throw std::runtime_error("a capture that fails");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(at::autocast::is_autocast_cache_enabled());
 }

@@ -1,17 +1,17 @@
-// train.batch_size: auto. The largest batch whose full training step fits on the device:
-// powers of two until one fails, then a binary search between the last fit and the first failure.
+// train.batch_size: auto, the tries: does one real training step fit on the device at this
+// batch size? (The search and its bookkeeping are in batch_search.cpp.)
+#include "trainbench/batch_search.hpp"
+
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
 #include "trainbench/cuda/cuda_stages.hpp"
-#include "trainbench/util/error.hpp"
 
 namespace trainbench {
 namespace {
-
-constexpr std::int64_t first_try = 8, limit = 1 << 16;
 
 bool allocation_failure(const std::string& message) {
   for (const char* sign : {"out of memory", "ALLOC_FAILED"})
@@ -22,6 +22,7 @@ bool allocation_failure(const std::string& message) {
 // One real step (two, so optimizer state and the allocator settle) at this batch size, plus the
 // device input buffers the transfer stage will hold.
 bool fits(std::int64_t batch, const batch_search_request& r) {
+  const c10::cuda::CUDAGuard device_guard(r.device);  // the sync and the cache below are the run's GPU's
   bool ok = true;
   try {
     at::manual_seed(0);
@@ -59,28 +60,7 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
 }  // namespace
 
 std::int64_t search_batch_size(const batch_search_request& r, std::vector<std::pair<std::int64_t, bool>>& trials) {
-  auto attempt = [&](std::int64_t b) {
-    const bool ok = fits(b, r);
-    trials.push_back({b, ok});
-    return ok;
-  };
-  std::int64_t good = 0, bad = 0;
-  for (std::int64_t b = first_try; b <= limit; b *= 2) {
-    if (!attempt(b)) {
-      bad = b;
-      break;
-    }
-    good = b;
-  }
-  if (good == 0)
-    throw run_error("out_of_memory",
-                    "train.batch_size: auto: not even a batch of " + std::to_string(first_try) + " fits on the device");
-  if (bad == 0) return good;                                   // everything up to the limit fits
-  while (bad - good > std::max<std::int64_t>(1, good / 64)) {  // within ~1.5%: each try is a real step
-    const std::int64_t mid = good + (bad - good) / 2;
-    (attempt(mid) ? good : bad) = mid;
-  }
-  return good;
+  return search_largest_batch([&r](std::int64_t batch) { return fits(batch, r); }, trials);
 }
 
 }  // namespace trainbench

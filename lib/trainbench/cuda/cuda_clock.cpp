@@ -47,6 +47,8 @@ class cuda_clock final : public stage_clock {
   void end(stage_id s, int batch) override { mark(s, batch, 1); }
 
   double finish_window(window_times& out) override {
+    // cudaDeviceSynchronize waits for the current device only: make it the run's.
+    c10::cuda::CUDAGuard guard(device_);
     c10::cuda::device_synchronize();
     const double wall = std::chrono::duration<double>(steady::now() - wall_start_).count();
     out.per_batch.assign(static_cast<std::size_t>(batches_), {});

@@ -1,4 +1,5 @@
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -9,6 +10,8 @@
 namespace trainbench {
 
 bool cuda_code_compiled() { return true; }
+
+void make_device_current(c10::Device device) { c10::cuda::set_device(device.index()); }
 
 std::string cuda_device_name(c10::Device device) {
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());

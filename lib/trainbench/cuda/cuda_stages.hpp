@@ -27,6 +27,11 @@ std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device device, const tra
 // Times compute-stream stages with CUDA events and h2d on the transfer's copy stream if it has one.
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device device, const transfer_stage* transfer);
 std::unique_ptr<device_probe> make_cuda_probe(c10::Device device);
+// Makes the run's GPU the current device of the calling thread: once, when the pipeline is built,
+// so work that names no device (a pinned allocation, a bare stream or sync) lands on it.
+void make_device_current(c10::Device device);
+// Eager steps a graph step runs on a side stream before it captures (their updates are undone).
+constexpr int graph_warmup_steps = 3;
 std::unique_ptr<train_step> make_graph_step(resnet model, const step_options& options,
                                             const std::vector<std::int64_t>& input_shape, bool channels_last);
 

@@ -14,6 +14,7 @@ cuda_device_facts cuda_device_info(c10::Device) { no_cuda(); }
 std::unique_ptr<transfer_stage> make_cuda_transfer(c10::Device, const transfer_config&, bool) { no_cuda(); }
 std::unique_ptr<stage_clock> make_cuda_clock(c10::Device, const transfer_stage*) { no_cuda(); }
 std::unique_ptr<device_probe> make_cuda_probe(c10::Device) { no_cuda(); }
+void make_device_current(c10::Device) { no_cuda(); }
 std::unique_ptr<train_step> make_graph_step(resnet, const step_options&, const std::vector<std::int64_t>&, bool) {
   no_cuda();
 }

@@ -61,8 +61,9 @@ class cuda_transfer final : public transfer_stage, public copy_lane {
       at::cuda::CUDAEvent* ev = &host_fences_[host_slot];
       fence = [ev] { ev->synchronize(); };
     }
-    loader.release(batch, std::move(fence));
+    // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, batch.count});
+    loader.release(batch, std::move(fence));
   }
 
   device_batch take() override {

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cuda_transfer.hpp"
 #include "trainbench/util/error.hpp"
 
 #if TRAINBENCH_HAVE_NVJPEG_H
@@ -114,7 +115,7 @@ struct nvjpeg_session {
   explicit operator bool() const { return handle != nullptr; }
 };
 
-class nvjpeg_transfer final : public transfer_stage {
+class nvjpeg_transfer final : public transfer_stage, public copy_lane {
  public:
   nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, const nvjpeg_api* api)
       : device_(device), options_(o), api_(api) {
@@ -138,6 +139,8 @@ class nvjpeg_transfer final : public transfer_stage {
   }
 
   int lookahead() const override { return side_ ? 1 : 0; }
+  // The decode and its copies run on the side stream when there is one: the clock times h2d there.
+  std::optional<c10::cuda::CUDAStream> stream() const override { return side_; }
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
@@ -162,10 +165,16 @@ class nvjpeg_transfer final : public transfer_stage {
     labels_[slot].narrow(0, 0, n).copy_(batch.labels.narrow(0, 0, n), true);
     ready_[slot].record(stream);
     used_[slot] = true;
-    // The worker refills the slot's file bytes only after the decode has read them.
-    at::cuda::CUDAEvent* ev = &ready_[slot];
-    loader.release(batch, [ev] { ev->synchronize(); });
+    // The worker refills the slot's file bytes only after the decode has read them. Its fence is
+    // an event of that host slot, which this thread records again only once the worker refilled
+    // it (ready_[slot] is recorded again for a later batch while a worker may still wait on it).
+    const std::size_t host_slot = static_cast<std::size_t>(batch.slot);
+    if (host_fences_.size() <= host_slot) host_fences_.resize(static_cast<std::size_t>(loader.slots()));
+    host_fences_[host_slot].record(stream);
+    at::cuda::CUDAEvent* ev = &host_fences_[host_slot];
+    // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, n});
+    loader.release(batch, [ev] { ev->synchronize(); });
   }
 
   device_batch take() override {
@@ -268,7 +277,7 @@ class nvjpeg_transfer final : public transfer_stage {
   int depth_ = 1;
   std::int64_t submitted_ = 0, initialized_for_ = -1;
   std::size_t taken_ = 0;
-  std::vector<at::cuda::CUDAEvent> ready_, free_;
+  std::vector<at::cuda::CUDAEvent> ready_, free_, host_fences_;
   std::vector<bool> used_;
   std::vector<at::Tensor> images_, labels_, pixels_;
   std::vector<const unsigned char*> data_;

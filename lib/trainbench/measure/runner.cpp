@@ -19,6 +19,10 @@ runner::runner(pipeline& p, const measure_config& m, progress_fn progress)
 }
 
 void runner::run() {
+  if (p_.step) {
+    nvtx_range range(batch_ranges_, "prepare");  // a CUDA graph's capture: never in a window
+    p_.step->prepare();
+  }
   warmup();
   if (m_.min_window_s > 0 && !calibrated_) calibrate();
   p_.probe->reset_peaks();

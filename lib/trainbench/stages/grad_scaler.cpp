@@ -1,18 +1,26 @@
 #include "trainbench/stages/grad_scaler.hpp"
 
-#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+#include <ATen/ops/_amp_update_scale.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/reciprocal.h>
 
 namespace trainbench {
 
+// 0-dim, as torch.amp.GradScaler makes them (torch.full((), ...)): the foreach ops' tensor-scalar
+// overloads reject a one-element 1-D tensor.
 grad_scaler::grad_scaler(c10::Device device, scaler_options options) : options_(options) {
   auto f = at::TensorOptions().device(device).dtype(at::kFloat);
-  scale_ = at::full({1}, options_.init_scale, f);
-  inv_scale_ = at::empty({1}, f);
-  growth_tracker_ = at::zeros({1}, f.dtype(at::kInt));
-  found_inf_ = at::zeros({1}, f);
-  keep_ = at::ones({1}, f);
-  skipped_ = at::zeros({1}, f);
+  scale_ = at::full({}, options_.init_scale, f);
+  inv_scale_ = at::full({}, 1.0, f);
+  growth_tracker_ = at::full({}, 0, f.dtype(at::kInt));
+  found_inf_ = at::full({}, 0.0, f);
+  keep_ = at::full({}, 1.0, f);
+  skipped_ = at::full({}, 0.0, f);
 }
+
+at::Tensor grad_scaler::scale(const at::Tensor& loss) const { return loss.mul(scale_); }
 
 const at::Tensor& grad_scaler::unscale(const std::vector<at::Tensor>& grads) {
   at::NoGradGuard no_grad;

@@ -4,6 +4,7 @@
 // so an fp16 step needs no sync and can live inside a CUDA graph.
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace trainbench {
@@ -18,13 +19,17 @@ struct scaler_options {
 class grad_scaler {
  public:
   grad_scaler(c10::Device device, scaler_options options = {});
-  at::Tensor scale(const at::Tensor& loss) const { return loss * scale_; }
-  // Unscales in place and returns keep = 1 - found_inf (a device scalar).
+  at::Tensor scale(const at::Tensor& loss) const;
+  // Unscales in place and returns keep = 1 - found_inf: a 0-dim float tensor on the device, the
+  // shape the foreach ops take as a tensor scalar.
   const at::Tensor& unscale(const std::vector<at::Tensor>& grads);
   // Grows or backs off the scale and counts a skipped step, as GradScaler.update() does.
   void update();
   const at::Tensor& scale_tensor() const { return scale_; }
   const at::Tensor& skipped_steps() const { return skipped_; }
+  // What a step changes (scale, growth tracker, skip count): saved and restored around the
+  // eager warm-up of a graph capture.
+  std::vector<at::Tensor> state() const { return {scale_, growth_tracker_, skipped_}; }
 
  private:
   scaler_options options_;

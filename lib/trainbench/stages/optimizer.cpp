@@ -1,7 +1,11 @@
 #include "trainbench/stages/optimizer.hpp"
 
-#include <ATen/ATen.h>
-#include <torch/csrc/autograd/generated/variable_factories.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/lerp.h>
+#include <ATen/ops/zeros_like.h>
 
 namespace trainbench {
 
@@ -15,7 +19,8 @@ sgd::sgd(std::vector<at::Tensor> params, const optimizer_config& cfg) : params_(
 std::vector<at::Tensor> sgd::grads() const {
   std::vector<at::Tensor> out;
   out.reserve(params_.size());
-  for (const auto& p : params_) out.push_back(p.grad());
+  for (const auto& p : params_)
+    if (p.grad().defined()) out.push_back(p.grad());  // the unscale kernel rejects undefined ones
   return out;
 }
 
@@ -25,58 +30,67 @@ void sgd::zero_grad() {
 
 void sgd::step(const at::Tensor& keep) {
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> grads = this->grads();
-  for (const auto& g : grads)
-    if (!g.defined()) return;  // nothing flowed back (first step of an accumulation cycle)
+  // As torch.optim.SGD: a parameter without a gradient is left alone, the others still step.
+  step_lists lists;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    lists.params.push_back(params_[i]);
+    if (!buffers_.empty()) lists.buffers.push_back(buffers_[i]);
+    lists.grads.push_back(std::move(g));
+  }
+  if (lists.params.empty()) return;  // nothing flowed back (first step of an accumulation cycle)
   if (keep.defined()) {
     // A skipped step may carry inf/nan gradients; 0 * inf is nan, so clear them first.
-    for (auto& g : grads) g.nan_to_num_(0.0, 0.0, 0.0);
+    for (auto& g : lists.grads) g.nan_to_num_(0.0, 0.0, 0.0);
   }
   if (cfg_.foreach)
-    step_foreach(grads, keep);
+    step_foreach(lists, keep);
   else
-    step_loop(grads, keep);
+    step_loop(lists, keep);
 }
 
-// buf <- buf + keep * ((m - 1) * buf + g)  == m * buf + g when keep = 1, unchanged when keep = 0
-// p   <- p - lr * keep * buf
-void sgd::step_loop(const std::vector<at::Tensor>& grads, const at::Tensor& keep) {
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor d = grads[i];
-    if (cfg_.weight_decay != 0) d = d.add(params_[i], cfg_.weight_decay);
-    if (!buffers_.empty()) {
-      at::Tensor& buf = buffers_[i];
+// With keep (0 or 1, on the device), as torch.optim.SGD when keep = 1 and unchanged when 0:
+//   buf <- lerp(buf, buf * m + d, keep)   the new buffer rounds exactly as PyTorch's
+//                                         buf.mul_(m).add_(d); lerp with weight 0 or 1 returns
+//                                         one end bit for bit (finite values; nan_to_num above)
+//   p   <- p - lr * (keep * buf)          unchanged when keep = 0, as torch.amp skips step()
+// A blend such as buf + keep * ((m - 1) * buf + d) equals the same value in exact arithmetic
+// but rounds three times: about a third of float32 elements drift from PyTorch's.
+void sgd::step_loop(const step_lists& l, const at::Tensor& keep) {
+  for (std::size_t i = 0; i < l.params.size(); ++i) {
+    at::Tensor d = l.grads[i];
+    if (cfg_.weight_decay != 0) d = d.add(l.params[i], cfg_.weight_decay);
+    if (!l.buffers.empty()) {
+      const at::Tensor& buf = l.buffers[i];
       if (keep.defined()) {
-        buf.add_(buf.mul(cfg_.momentum - 1).add_(d).mul_(keep));
+        buf.lerp_(buf.mul(cfg_.momentum).add_(d), keep);
       } else {
         buf.mul_(cfg_.momentum).add_(d);
       }
       d = buf;
-    } else if (keep.defined()) {
-      d = d.mul(keep);
     }
-    params_[i].add_(d, -cfg_.lr);
+    if (keep.defined()) d = d.mul(keep);
+    l.params[i].add_(d, -cfg_.lr);
   }
 }
 
-void sgd::step_foreach(const std::vector<at::Tensor>& grads, const at::Tensor& keep) {
-  std::vector<at::Tensor> d = grads;
-  if (cfg_.weight_decay != 0) d = at::_foreach_add(grads, params_, cfg_.weight_decay);
-  if (!buffers_.empty()) {
+void sgd::step_foreach(const step_lists& l, const at::Tensor& keep) {
+  std::vector<at::Tensor> d = l.grads;
+  if (cfg_.weight_decay != 0) d = at::_foreach_add(l.grads, l.params, cfg_.weight_decay);
+  if (!l.buffers.empty()) {
     if (keep.defined()) {
-      auto delta = at::_foreach_mul(buffers_, cfg_.momentum - 1);
-      at::_foreach_add_(delta, d);
-      at::_foreach_mul_(delta, keep);
-      at::_foreach_add_(buffers_, delta);
+      auto fresh = at::_foreach_mul(l.buffers, cfg_.momentum);
+      at::_foreach_add_(fresh, d);
+      at::_foreach_lerp_(l.buffers, fresh, std::vector<at::Tensor>(l.buffers.size(), keep));
     } else {
-      at::_foreach_mul_(buffers_, cfg_.momentum);
-      at::_foreach_add_(buffers_, d);
+      at::_foreach_mul_(l.buffers, cfg_.momentum);
+      at::_foreach_add_(l.buffers, d);
     }
-    d = buffers_;
-  } else if (keep.defined()) {
-    d = at::_foreach_mul(d, keep);
+    d = l.buffers;
   }
-  at::_foreach_add_(params_, d, -cfg_.lr);
+  if (keep.defined()) d = at::_foreach_mul(d, keep);
+  at::_foreach_add_(l.params, d, -cfg_.lr);
 }
 
 }  // namespace trainbench

@@ -15,16 +15,21 @@ namespace trainbench {
 class sgd {
  public:
   sgd(std::vector<at::Tensor> params, const optimizer_config& cfg);
-  // keep: optional float scalar tensor on the device, 1 to apply the step, 0 to skip it.
+  // keep: optional 0-dim float tensor on the parameters' device, 1 to apply the step, 0 to skip
+  // it (parameters and momentum buffers then stay bit-identical).
   void step(const at::Tensor& keep = {});
   void zero_grad();  // set to none, as PyTorch 2.x does by default
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<at::Tensor>& momentum_buffers() const { return buffers_; }
-  std::vector<at::Tensor> grads() const;
+  std::vector<at::Tensor> grads() const;  // the defined ones: what a loss scaler unscales
 
  private:
-  void step_foreach(const std::vector<at::Tensor>& grads, const at::Tensor& keep);
-  void step_loop(const std::vector<at::Tensor>& grads, const at::Tensor& keep);
+  // The parameters that have a gradient this step, with their buffers and gradients.
+  struct step_lists {
+    std::vector<at::Tensor> params, buffers, grads;
+  };
+  void step_foreach(const step_lists& lists, const at::Tensor& keep);
+  void step_loop(const step_lists& lists, const at::Tensor& keep);
   std::vector<at::Tensor> params_, buffers_;
   optimizer_config cfg_;
 };

@@ -20,6 +20,9 @@ class train_step {
   virtual void backward() = 0;
   virtual void optimizer_step() = 0;
   virtual bool fused() const { return false; }
+  // One-time work that must not land in a measured window (a CUDA graph's capture). The runner
+  // calls it before the first batch, whatever measure.warmup_batches says.
+  virtual void prepare() {}
   // Device scalars, read by the runner only outside measured windows.
   virtual at::Tensor last_loss() const = 0;
   virtual at::Tensor skipped_steps() const { return {}; }

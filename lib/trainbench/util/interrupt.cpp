@@ -1,13 +1,18 @@
 #include "trainbench/util/interrupt.hpp"
 
+#include <atomic>
 #include <csignal>
 
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
 namespace {
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_signal(int) { g_interrupted = 1; }
+// The handler runs on whichever thread receives the signal (loader, OpenMP and Gloo threads do
+// not block it) and the main thread reads the flag: a lock-free atomic is the one type both
+// signal-safe and race-free across threads (a volatile sig_atomic_t is only the former).
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the interrupt flag must be lock-free to be set in a handler");
+extern "C" void on_signal(int) { g_interrupted.store(true, std::memory_order_relaxed); }
 }  // namespace
 
 void install_interrupt_handler() {
@@ -15,7 +20,7 @@ void install_interrupt_handler() {
   std::signal(SIGTERM, on_signal);
 }
 
-bool interrupt_requested() noexcept { return g_interrupted != 0; }
+bool interrupt_requested() noexcept { return g_interrupted.load(std::memory_order_relaxed); }
 
 void throw_if_interrupted() {
   if (interrupt_requested()) throw interrupted_error();

@@ -1,0 +1,87 @@
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+
+#include "trainbench/measure/runner.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+// Knows whether a measured window is open.
+class window_clock final : public stage_clock {
+ public:
+  explicit window_clock(bool& open) : open_(open) {}
+  void start_window(int batches) override {
+    open_ = true;
+    inner_->start_window(batches);
+  }
+  void begin(stage_id s, int batch) override { inner_->begin(s, batch); }
+  void end(stage_id s, int batch) override { inner_->end(s, batch); }
+  double finish_window(window_times& out) override {
+    open_ = false;
+    return inner_->finish_window(out);
+  }
+  const char* kind() const override { return "test"; }
+
+ private:
+  bool& open_;
+  std::unique_ptr<stage_clock> inner_ = make_host_clock();
+};
+
+// A fused step like the CUDA graph's: one-time capture work, in prepare() or, if nobody called
+// it, lazily on the first batch.
+class capturing_step final : public train_step {
+ public:
+  capturing_step(const bool& window_open, bool& captured_in_window)
+      : window_open_(window_open), captured_in_window_(captured_in_window), model_(make_resnet("resnet18", 10)) {}
+  void prepare() override { capture(); }
+  void forward(const device_batch&) override {
+    capture();
+    ++replays;
+  }
+  void backward() override {}
+  void optimizer_step() override {}
+  bool fused() const override { return true; }
+  at::Tensor last_loss() const override { return at::zeros({}); }
+  std::string describe() const override { return "test"; }
+  const resnet& model() const override { return model_; }
+  int captures = 0, replays = 0;
+
+ private:
+  void capture() {
+    if (captures > 0) return;
+    ++captures;
+    if (window_open_) captured_in_window_ = true;
+  }
+  const bool& window_open_;
+  bool& captured_in_window_;
+  resnet model_;
+};
+
+}  // namespace
+
+TEST_CASE("a fused step is captured before the first measured window, whatever warmup_batches says") {
+  for (int warmup : {0, 2}) {
+    INFO("warmup_batches " << warmup);
+    bool open = false, captured_in_window = false;
+    pipeline p;
+    p.fixed = {at::zeros({2, 3, 4, 4}), at::zeros({2}, at::kLong), 0, 2};
+    auto step = std::make_unique<capturing_step>(open, captured_in_window);
+    capturing_step& s = *step;
+    p.step = std::move(step);
+    p.clock = std::make_unique<window_clock>(open);
+    p.probe = std::make_unique<device_probe>();
+    measure_config m;
+    m.warmup_batches = warmup;
+    m.measured_batches = 3;
+    m.repeats = 2;
+    m.nvtx = nvtx_level::off;
+    runner r(p, m);
+    r.run();
+    CHECK(s.captures == 1);
+    CHECK_FALSE(captured_in_window);
+    CHECK(s.replays == warmup + 6);
+    CHECK(r.result().windows.size() == 2);
+  }
+}
