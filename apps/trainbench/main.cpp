@@ -27,6 +27,9 @@ void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_re
                  "data-parallel runs: a report of the same profile at world size 1, for scaling efficiency");
   cmd.add_option("--save-weights", req.save_weights,
                  "write the model's state dict (torch.load-able) after the run; {rank} becomes the rank");
+  cmd.add_option("--trace", req.trace,
+                 "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
+                 "becomes the rank (overrides measure.trace)");
 }
 
 }  // namespace
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
   bottleneck->add_option("--rounds", neck.rounds, "interleaved rounds of both sides (default 3)");
   bottleneck->add_option("--threshold", neck.threshold_pct, "smallest gap in percent that counts (default 3)");
   bottleneck->add_option("--alpha", neck.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  bottleneck->add_option("--trace", neck.trace,
+                         "trace of the loop (Chrome trace-event JSON); the ceiling's goes beside it, -ceiling added");
   bottleneck->add_flag("--quiet,-q", neck.quiet, "only warnings and the verdict");
 
   std::vector<std::string> validate_files;

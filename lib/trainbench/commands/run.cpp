@@ -50,6 +50,7 @@ int run_command(const run_request& req) {
   // Bad input (profile, data, switches refused by --strict) is found before anything is
   // written: exit 2, no report.
   loaded_profile lp = load_profile(req.config, req.sets);
+  if (!req.trace.empty()) lp.value.measure.trace = req.trace;
   const profile& p = lp.value;
   build_options bo;
   bo.strict = req.strict;
@@ -80,6 +81,7 @@ int run_command(const run_request& req) {
       code = record_failure(in);
     }
     in.result = run.result();
+    if (pipe->trace) code = close_trace(*pipe->trace, in, code);
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
       const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
       try {

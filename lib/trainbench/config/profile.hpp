@@ -88,6 +88,7 @@ struct measure_config {
   int max_repeats = 0;      // 0: exactly `repeats`; else add windows until target_cv or this many
   double target_cv = 0.02;  // stdev / mean of the windows' samples/s at which adding windows stops
   nvtx_level nvtx = nvtx_level::batch;
+  std::string trace;  // Chrome trace-event JSON of every measured batch ("" off; {rank}: one file per rank)
 };
 
 struct report_config {

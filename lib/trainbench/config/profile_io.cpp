@@ -390,6 +390,7 @@ void visit(V& v, profile& p) {
     v.field("max_repeats", p.measure.max_repeats);
     v.field("target_cv", p.measure.target_cv);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
+    v.field("trace", p.measure.trace);
   });
   v.block("report", [&] { v.field("path", p.report.path); });
   v.block("dist", [&] {
