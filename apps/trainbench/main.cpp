@@ -5,6 +5,7 @@
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
+#include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
 
@@ -102,6 +103,12 @@ int main(int argc, char** argv) {
   ladder->add_option("--set", lad.sets, "override a key in every rung: key.path=value (repeatable)");
   ladder->add_flag("--quiet,-q", lad.quiet, "less output per rung");
 
+  timeline_request tl;
+  auto* timeline = app.add_subcommand("timeline", "draw a few batches of a --trace file as a Gantt chart (SVG)");
+  timeline->add_option("trace", tl.trace, "a trace written by --trace")->required();
+  timeline->add_option("--out,-o", tl.out, "SVG file to write (default timeline.svg)");
+  timeline->add_option("--batches", tl.batches, "A:B draws batches A to B - 1 (default: the first three traced)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -132,6 +139,7 @@ int main(int argc, char** argv) {
     if (*show) return show_command(show_req.config, show_req.sets);
     if (*make_ds) return make_dataset_command(ds);
     if (*compare) return compare_command(cmp);
+    if (*timeline) return timeline_command(tl);
     if (*ladder) {
       lad.command_line = command_line;
       return ladder_command(lad);

@@ -59,6 +59,20 @@ TEST_CASE("run --trace: every measured batch's stages as the report measured the
   CHECK(json.at("otherData").at("lost_events") == 0);
   CHECK(json.at("otherData").at("windows") == windows);
   for (const auto& entry : fs::directory_iterator(dir / "out")) CHECK(entry.path() == trace);  // no temp file left
+
+  SECTION("timeline draws a few batches: one group per lane, valid XML") {
+    const fs::path svg = dir / "timeline.svg";
+    const auto t = tbtest::run_cli("timeline '" + trace.string() + "' --out '" + svg.string() + "' --batches 3:5");
+    INFO(t.output);
+    REQUIRE(t.code == 0);
+    CHECK(tbtest::svg_groups(svg, "lane") == 3);  // the training thread and two workers
+    CHECK(tbtest::svg_groups(svg, "counter") == 1);
+    // Batches the trace does not hold: exit 2, naming the ones it does.
+    const auto bad = tbtest::run_cli("timeline '" + trace.string() + "' --out '" + svg.string() + "' --batches 0:2");
+    CHECK(bad.code == 2);
+    CHECK(bad.output.find("holds batches 2 to 9") != std::string::npos);
+    CHECK(tbtest::run_cli("timeline '" + trace.string() + "' --batches 5:5").code == 2);
+  }
 }
 
 TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_resize, normalize inside") {
@@ -101,4 +115,14 @@ TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the 
   CHECK(r.code == 2);
   CHECK(r.output.find("measure.trace") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}
+
+TEST_CASE("timeline on a file that is not a trace: exit 2 naming it") {
+  const auto dir = tbtest::scratch("e2e-timeline-bad");
+  tbtest::write_text(dir / "r.json", "{\"results\": {}}");
+  const auto r =
+      tbtest::run_cli("timeline '" + (dir / "r.json").string() + "' --out '" + (dir / "t.svg").string() + "'");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("r.json") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "t.svg"));
 }

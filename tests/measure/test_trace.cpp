@@ -1,11 +1,14 @@
-// The trace recorder on its own: what a window writes, bounded rings, no half-written file.
+// The trace recorder on its own: what a window writes, bounded rings, no half-written file; and the
+// timeline chart drawn from what it wrote.
 #include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "helpers.hpp"
 #include "trace_checks.hpp"
 #include "trainbench/measure/trace.hpp"
+#include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/fs.hpp"
 
 using namespace trainbench;
 namespace fs = std::filesystem;
@@ -32,6 +35,26 @@ window_times two_batches(std::int64_t t) {
     w.spans.push_back({stage_id::forward, row, span_lane::host, true, b + 100, b + 800});
   }
   return w;
+}
+
+// The first test's trace: batch 0 filled before the window, batch 1 inside it.
+void record_two_batches(const fs::path& file) {
+  trace_recorder rec(options(file));
+  const std::int64_t t = steady_now_ns();
+  rec.batch_filled(0, 0, 0, t - 500, t - 400);
+  rec.batch_ready(0, 0, 1, t - 400);
+  rec.window_begin(0);
+  rec.batch_taken(0, 0, t + 50);
+  rec.batch_filled(0, 1, 1, t + 100, t + 600);
+  rec.batch_taken(1, 0, t + 1050);
+  rec.window_end(two_batches(t));
+  rec.close();
+}
+
+std::size_t occurrences(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace
@@ -92,4 +115,28 @@ TEST_CASE("trace recorder: without close() the partial file is removed, and an u
   CHECK(fs::is_empty(dir));
   tbtest::write_text(dir / "plain", "x");
   CHECK_THROWS_AS(trace_recorder(options(dir / "plain" / "t.json")), config_error);
+}
+
+TEST_CASE("timeline: the batches asked for with their stages, the arrows inside the range, a time axis in ms") {
+  const auto dir = tbtest::scratch("timeline-unit");
+  const fs::path file = dir / "t.json";
+  record_two_batches(file);
+  const trace_model m = read_trace(read_text_file(file.string()), file.string());
+  REQUIRE(m.lanes.size() == 2);
+  CHECK(m.lanes[0].name == "training thread");
+  CHECK(m.lanes[1].name == "loader worker 0");
+  CHECK(traced_batches(m) == std::vector<std::int64_t>{0, 1});
+  CHECK(m.flows.size() == 2);
+
+  const std::string one = timeline_svg(m, parse_batch_range("1:2"));
+  CHECK(one.find("forward, batch 1") != std::string::npos);
+  CHECK(one.find("forward, batch 0") == std::string::npos);
+  CHECK(one.find(">ms</text>") != std::string::npos);
+  // Batch 0's fill ran before the range: only batch 1's arrow has both ends inside it.
+  CHECK(occurrences(timeline_svg(m, parse_batch_range("0:2")), "marker-end=") == 1);
+  CHECK(occurrences(one, "class=\"lane\"") == 2);
+
+  CHECK_THROWS_AS(timeline_svg(m, parse_batch_range("5:7")), input_error);
+  for (const char* bad : {"3", "5:3", "a:b", "-1:2", "2:2"}) CHECK_THROWS_AS(parse_batch_range(bad), input_error);
+  CHECK_THROWS_AS(read_trace("[1, 2", "x.json"), input_error);
 }
