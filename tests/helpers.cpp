@@ -25,6 +25,11 @@ std::string exe() {
 
 cli_result run_cli(const std::string& args) { return run_shell("\"$TB\" " + args); }
 
+cli_result run_cli_memory_limited(const std::string& args) {
+  const bool sanitized = std::getenv("ASAN_OPTIONS") || std::getenv("TSAN_OPTIONS");
+  return run_shell(std::string(sanitized ? "" : "ulimit -v 16777216 && ") + "\"$TB\" " + args);
+}
+
 cli_result run_shell(const std::string& script) {
   const std::string cmd = "cd '" + source_dir().string() + "' && TB='" + exe() + "' && (" + script + ") 2>&1";
   cli_result r;

@@ -14,6 +14,14 @@ struct cli_result {
 
 // Runs the trainbench executable with these arguments (shell words) from the source tree.
 cli_result run_cli(const std::string& args);
+// The same under an address-space limit of 16 GiB, so that a valid profile whose buffers need
+// more fails to allocate (exit 1, a report) as on a machine that small, whatever this one has.
+// Sanitizer builds reserve terabytes of address space for shadow memory and cannot run under a
+// limit; there the allocation's size (hundreds of GiB, past any overcommit heuristic) must fail.
+cli_result run_cli_memory_limited(const std::string& args);
+// Batch buffers of 300 GiB: within the profile bounds, beyond the limit above.
+constexpr const char* too_big_for_this_machine =
+    " --set data.image_size=8192 --set train.batch_size=400 --set data.samples=400";
 // Runs a shell script from the source tree; $TB is the executable under test.
 cli_result run_shell(const std::string& script);
 // A fresh, empty folder under the build tree for one test.

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   make_ds->add_option("kind", ds.kind, "dataset layout: cifar10 (random pixels) | imagefolder (dead-leaves JPEGs)")
       ->required();
   make_ds->add_option("--out", ds.out, "output folder")->required();
-  make_ds->add_option("--samples", ds.samples, "cifar10: training samples (test split gets a fifth)");
+  make_ds->add_option("--samples", ds.samples,
+                      "cifar10: training samples, at most 10 million (the test split gets a fifth)");
   make_ds->add_option("--classes", ds.classes, "imagefolder: class folders (default 10)");
   make_ds->add_option("--per-class", ds.per_class, "imagefolder: training JPEGs per class; val/ gets a tenth");
   make_ds->add_option("--seed", ds.seed, "random seed");

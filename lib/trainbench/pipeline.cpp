@@ -130,7 +130,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   std::shared_ptr<const dataset> data;
   try {
     data = open_dataset(p.data, p.model.num_classes, p.seed);
-  } catch (const input_error& missing) {
+  } catch (const dataset_missing& missing) {  // absent files only: a corrupt one always fails
     if (p.data.fallback != data_fallback::synthetic) throw;
     // Asked for explicitly by the profile, and said loudly: the numbers are not for this dataset.
     e.notes.push_back(std::string("data.source: ") + to_string(p.data.source) + " unavailable (" + missing.what() +

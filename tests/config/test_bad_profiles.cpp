@@ -53,6 +53,9 @@ const bad_case cases[] = {
     {"data: {source: cifar10, path: /nonexistent/cifar}\n", "/nonexistent/cifar"},
     {"data: {source: fashion-mnist, path: /nonexistent/fm}\n", "train-images-idx3-ubyte"},
     {"data: {samples: 3}\ntrain: {batch_size: 4}\n", "fewer than one batch"},
+    {"train: {batch_size: 1}\n", "train.batch_size"},
+    {"train: {optimizer: {lr: 1e39}}\n", "train.optimizer.lr"},
+    {"dist: {timeout_s: .inf}\n", "dist.timeout_s"},
 };
 }  // namespace
 
@@ -95,4 +98,96 @@ TEST_CASE("strict mode turns requested-but-ineffective switches into errors") {
   CHECK(r.code == 2);
   CHECK(r.output.find("transfer.non_blocking") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}
+
+TEST_CASE("a value no machine can serve exits 2 at load, naming the key, the value, the need and the bound") {
+  const auto dir = tbtest::scratch("huge");
+  const std::string file = tbtest::tiny_profile(dir);
+  struct huge_case {
+    const char* set;
+    const char* key;
+    const char* need;  // a word of what it would take
+    const char* bound;
+  };
+  const huge_case cases[] = {
+      {"data.image_size=100000", "data.image_size", "GiB", "8192"},
+      {"threads=100000", "threads", "threads", "1024"},
+      {"model.num_classes=100000000", "model.num_classes", "GiB", "1000000"},
+      {"data.workers=100000", "data.workers", "loader threads", "1024"},
+      {"data.prefetch_factor=100000", "data.prefetch_factor", "batch buffers", "1024"},
+      {"data.samples=1000000000", "data.samples", "GiB", "100000000"},
+      {"data.source_size=100000", "data.source_size", "GiB", "8192"},
+      {"measure.measured_batches=100000000", "measure.measured_batches", "timing records", "1000000"},
+      {"measure.warmup_batches=2147483647", "measure.warmup_batches", "batches", "1000000"},
+      {"train.batch_size=100000000", "train.batch_size", "images per batch", "1048576"},
+      {"dist.timeout_s=1e300", "dist.timeout_s", "days", "604800"},
+      {"train.optimizer.lr=.inf", "train.optimizer.lr", "finite", "inf"},
+      // Each within its own bound, together past the host memory bound (1 TiB).
+      {"train.batch_size=65536 --set data.image_size=2048", "train.batch_size", "TiB", "1.0 TiB"},
+      {"data.samples=100000000 --set data.source_size=128", "data.samples", "synthetic images", "1.0 TiB"},
+  };
+  for (const auto& c : cases) {
+    const auto r = tbtest::run_cli("run --config " + file + " --set " + c.set);
+    INFO(c.set << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.key) && Catch::Contains(c.need) && Catch::Contains(c.bound));
+    CHECK_FALSE(fs::exists(dir / "tiny.json"));
+  }
+  // The issue's own example: 3 x 100000 x 100000 floats.
+  const auto r = tbtest::run_cli("run --config " + file + " --set data.image_size=100000");
+  CHECK_THAT(r.output, Catch::Contains("100000 is more than any machine can serve") && Catch::Contains("111.8 GiB"));
+}
+
+TEST_CASE("a report name no file system takes exits 2 at load") {
+  const auto dir = tbtest::scratch("long-name");
+  const std::string file = tbtest::tiny_profile(dir);
+  auto r = tbtest::run_cli("run --config " + file + " --set report.path=" + (dir / "{name}.json").string() +
+                           " --set name=" + std::string(300, 'n'));
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("key 'name'") && Catch::Contains("at most 255"));
+  r = tbtest::run_cli("run --config " + file + " --set report.path=" + (dir / std::string(300, 'r')).string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("key 'report.path'"));
+}
+
+TEST_CASE("valid but large values keep working") {
+  const auto dir = tbtest::scratch("large");
+  const std::string file = tbtest::tiny_profile(dir);
+  // A big classifier, many synthetic images, a large image through the loader, more threads
+  // than cores: all within the bounds, so all run.
+  auto r = tbtest::run_cli("run --quiet --config " + file +
+                           " --set model.num_classes=100000 --set data.samples=100000 --set threads=16"
+                           " --set measure.repeats=1 --set measure.measured_batches=1 --set measure.warmup_batches=0");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  r = tbtest::run_cli("bench-data --quiet --config " + file +
+                      " --set data.image_size=1024 --set data.workers=2 --set data.prefetch_factor=2"
+                      " --set train.batch_size=2 --set data.samples=8");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(tbtest::read_json(dir / "tiny.json")["status"] == "ok");
+}
+
+TEST_CASE("an empty profile, or one without a known key, exits 2") {
+  const auto dir = tbtest::scratch("empty");
+  tbtest::write_text(dir / "base.yaml", "# nothing here\n");
+  const std::pair<const char*, const char*> files[] = {
+      {"empty.yaml", ""},
+      {"comments.yaml", "# a comment only\n"},
+      {"braces.yaml", "{}\n"},
+      {"unknown.yaml", "foo: 1\nbar: {baz: 2}\n"},
+      {"extends-empty.yaml", "extends: base.yaml\n"},
+  };
+  for (const auto& [name, text] : files) {
+    tbtest::write_text(dir / name, text);
+    const auto r = tbtest::run_cli("run --config " + (dir / name).string() + " --out " + (dir / "r.json").string());
+    INFO(name << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("empty profile") && Catch::Contains(name));
+    CHECK_FALSE(fs::exists(dir / "r.json"));
+  }
+  const auto r = tbtest::run_cli("validate " + (dir / "unknown.yaml").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("foo, bar"));
 }

@@ -137,3 +137,41 @@ TEST_CASE("synthetic data is seeded and held in memory") {
   CHECK(std::equal(a->sample(3).pixels, a->sample(3).pixels + 192, b->sample(3).pixels));
   CHECK_FALSE(std::equal(a->sample(3).pixels, a->sample(3).pixels + 192, c->sample(3).pixels));
 }
+
+TEST_CASE("a crafted IDX header whose sizes wrap in 64 bits exits 2 naming the file") {
+  // 65536 images of 2^24 x 2^24: count * rows * cols is 2^64, which wraps to 0 = a 16-byte
+  // file's pixel bytes. The labels file is consistent, so only the header's sizes are wrong.
+  const auto dir = tbtest::scratch("idx-crafted");
+  write_bytes(dir / "train-images-idx3-ubyte", be32(0x803) + be32(65536) + be32(1u << 24) + be32(1u << 24));
+  write_bytes(dir / "train-labels-idx1-ubyte", be32(0x801) + be32(65536) + std::string(65536, '\0'));
+  const std::string e = error_of([&] { read_idx(dir, "train", "mnist"); });
+  CHECK_THAT(e, Catch::Contains("train-images-idx3-ubyte") && Catch::Contains("16777216x16777216"));
+
+  const auto r = tbtest::run_cli("run --config " + tbtest::tiny_profile(dir) + " --set data.source=mnist --set " +
+                                 "data.path=" + dir.string() + " --set data.fallback=synthetic");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains((dir / "train-images-idx3-ubyte").string()));
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+
+  // Sizes within the bounds that do not match the file are caught too.
+  write_bytes(dir / "train-images-idx3-ubyte", be32(0x803) + be32(1) + be32(65536) + be32(65536));
+  write_bytes(dir / "train-labels-idx1-ubyte", idx_labels(1));
+  CHECK_THAT(error_of([&] { read_idx(dir, "train", "mnist"); }), Catch::Contains("truncated?"));
+  write_bytes(dir / "train-images-idx3-ubyte", be32(0x803) + be32(1) + be32(0) + be32(28));
+  CHECK_THAT(error_of([&] { read_idx(dir, "train", "mnist"); }), Catch::Contains("corrupt header?"));
+}
+
+TEST_CASE("data.fallback: synthetic stands in for missing files only, a truncated file exits 2 naming it") {
+  const auto dir = tbtest::scratch("cifar-truncated");
+  const auto made = tbtest::run_cli("make-dataset cifar10 --samples 50 --out " + (dir / "cifar").string());
+  REQUIRE(made.code == 0);
+  const fs::path third = dir / "cifar" / "data_batch_3.bin";
+  fs::resize_file(third, fs::file_size(third) - 100);
+  const auto r = tbtest::run_cli("run --config " + tbtest::tiny_profile(dir) + " --set data.source=cifar10 --set " +
+                                 "data.path=" + (dir / "cifar").string() + " --set data.fallback=synthetic");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains(third.string()) && Catch::Contains("truncated?"));
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}

@@ -95,8 +95,9 @@ TEST_CASE("show prints a resolved profile that run accepts unchanged") {
 
 TEST_CASE("a failing run leaves a report with status error and exits 1") {
   const auto dir = tbtest::scratch("e2e-fail");
-  // A batch buffer no machine can allocate: the run starts, then fails.
-  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --set data.image_size=4000000");
+  // A valid profile whose batch buffers this machine cannot allocate: the run starts, then fails.
+  const auto r = tbtest::run_cli_memory_limited("run --config '" + tbtest::tiny_profile(dir) + "'" +
+                                                tbtest::too_big_for_this_machine);
   INFO(r.output);
   CHECK(r.code == 1);
   const auto j = tbtest::read_json(dir / "tiny.json");
@@ -260,4 +261,21 @@ TEST_CASE("bottleneck refuses a profile with no input pipeline, and bad rounds, 
   CHECK(r.code == 2);
   CHECK(r.output.find("--rounds") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "neck"));
+}
+
+TEST_CASE("make-dataset refuses a sample count no machine can hold, before writing anything") {
+  const auto dir = tbtest::scratch("e2e-make-huge");
+  for (const char* n : {"9223372036854775807", "100000000", "0", "-5"}) {
+    const auto r = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "cifar").string() + "' --samples " + n);
+    INFO(n << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--samples"));
+    CHECK_FALSE(fs::exists(dir / "cifar"));
+  }
+  const auto r = tbtest::run_cli("make-dataset imagefolder --out '" + (dir / "jpegs").string() +
+                                 "' --classes 100000 --per-class 1000");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--per-class 1000"));
+  CHECK_FALSE(fs::exists(dir / "jpegs"));
 }

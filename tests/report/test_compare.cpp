@@ -301,3 +301,20 @@ TEST_CASE("compare of bottleneck folders skips bottleneck.json, and the Markdown
                         (dir / "cand/loop.json").string() + "'")
             .code == 2);
 }
+
+TEST_CASE("compare fails the gate when a candidate run measured no window, whatever else matched") {
+  const auto dir = tbtest::scratch("compare-crashed");
+  std::filesystem::create_directories(dir / "base");
+  std::filesystem::create_directories(dir / "cand");
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  std::ofstream(dir / "base/a.json") << fake_report("a", "ha", r).dump();
+  std::ofstream(dir / "cand/a.json") << fake_report("a", "ha", r).dump();
+  std::ofstream(dir / "base/b.json") << fake_report("b", "hb", r).dump();
+  json crashed = fake_report("b", "hb", {});
+  crashed["status"] = "error";
+  std::ofstream(dir / "cand/b.json") << crashed.dump();
+  const auto out = tbtest::run_cli("compare " + folder_args(dir));
+  INFO(out.output);
+  CHECK(out.code == 1);
+  CHECK(out.output.find("the candidate run of 'b' measured no window") != std::string::npos);
+}

@@ -96,10 +96,12 @@ TEST_CASE("a failing rung is shown as failed with its reason and the ladder carr
   const auto base = tbtest::tiny_profile(dir);
   tbtest::write_text(dir / "rungs/01-ok.yaml", "extends: ../tiny.yaml\nname: ok\ndescription: fine\n");
   tbtest::write_text(dir / "rungs/02-huge.yaml",
-                     "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\ndata: {image_size: 4000000}\n");
+                     "extends: 01-ok.yaml\nname: huge\ndescription: cannot allocate\n"
+                     "data: {image_size: 8192, samples: 400}\ntrain: {batch_size: 400}\n");
   tbtest::write_text(dir / "rungs/10-after.yaml", "extends: 01-ok.yaml\nname: after\ndescription: still runs\n");
-  const auto r =
-      tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --quiet --out '" + (dir / "out").string() + "'");
+  // Rung 02's 300 GiB batch buffers are within the bounds but not within the limit: it fails to allocate.
+  const auto r = tbtest::run_cli_memory_limited("ladder '" + (dir / "rungs").string() + "' --quiet --out '" +
+                                                (dir / "out").string() + "'");
   INFO(r.output);
   CHECK(r.code == 1);
   std::ifstream md_in(dir / "out/ladder.md");

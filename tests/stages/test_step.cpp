@@ -24,7 +24,10 @@ double run_steps(amp_mode amp, bool scaler, int steps, double& first) {
   o.scaler = scaler;
   o.optimizer.lr = 0.01;
   auto step = make_eager_step(model, o);
-  const auto batch = fixed_batch(4, 8, 1);
+  // 8 images of 16 x 16: batch norm still sees 8 values per channel once the side is 1 x 1. With
+  // 4 images of 8 x 8 (4 values from layer3 on), bf16 training went to NaN within 20 steps on a
+  // CPU with native bf16 (AMX); PyTorch's own loop degenerates there too (gradients of 1e27).
+  const auto batch = fixed_batch(8, 16, 1);
   double last = 0;
   for (int i = 0; i < steps; ++i) {
     step->forward(batch);
@@ -43,10 +46,11 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& v) {
 }
 }  // namespace
 
-TEST_CASE("loss falls over a few dozen steps on a fixed batch: fp32, bf16, fp16 with the scaler") {
-  // Reduced precision is emulated on CPUs without bf16/fp16 units (10x slower here): fewer steps.
+TEST_CASE("loss halves within a few steps on a fixed batch: fp32, bf16, fp16 with the scaler") {
+  // The loss halves within 3 or 4 steps in each mode; more steps only drive a fixed batch towards
+  // a loss of 0, where reduced precision degenerates. fp16 is emulated on most CPUs (10x slower).
   const std::vector<std::tuple<amp_mode, bool, int>> cases{
-      {amp_mode::off, false, 30}, {amp_mode::bf16, false, 20}, {amp_mode::fp16, true, 20}};
+      {amp_mode::off, false, 8}, {amp_mode::bf16, false, 8}, {amp_mode::fp16, true, 6}};
   for (auto [amp, scaler, steps] : cases) {
     INFO(to_string(amp));
     double first = 0;

@@ -45,8 +45,14 @@ int show_command(const std::string& config, const std::vector<std::string>& sets
 
 int make_dataset_command(const make_dataset_request& r) {
   if (r.kind == "imagefolder") {
-    if (r.classes < 1) throw input_error("make-dataset: --classes must be >= 1");
-    if (r.per_class < 1) throw input_error("make-dataset: --per-class must be >= 1");
+    if (r.classes < 1) throw input_error("make-dataset: --classes must be >= 1, got " + std::to_string(r.classes));
+    if (r.per_class < 1)
+      throw input_error("make-dataset: --per-class must be >= 1, got " + std::to_string(r.per_class));
+    // ImageNet has 1,000 classes and 1.3 million files: ten times that is far past any test set.
+    constexpr long long max_files = 10'000'000;
+    if (static_cast<long long>(r.classes) * r.per_class > max_files)
+      throw input_error("make-dataset: --classes " + std::to_string(r.classes) + " x --per-class " +
+                        std::to_string(r.per_class) + " is more than " + std::to_string(max_files) + " files");
     const generated_folder g = write_image_folder(r.out, r.classes, r.per_class, r.seed);
     std::printf(
         "wrote %lld dead-leaves JPEGs to %s: train/ %d classes x %d, val/ %d classes x %d (%d threads)\n"
@@ -59,7 +65,13 @@ int make_dataset_command(const make_dataset_request& r) {
   }
   if (r.kind != "cifar10")
     throw input_error("make-dataset: unknown kind '" + r.kind + "'; allowed: cifar10, imagefolder");
-  if (r.samples < 1) throw input_error("make-dataset: --samples must be >= 1");
+  if (r.samples < 1) throw input_error("make-dataset: --samples must be >= 1, got " + std::to_string(r.samples));
+  // A file's records are built in memory: 10 million samples (200 times CIFAR-10) is about 6 GB a file.
+  constexpr long long max_samples = 10'000'000;
+  if (r.samples > max_samples)
+    throw input_error("make-dataset: --samples " + std::to_string(r.samples) + " would need " +
+                      std::to_string(static_cast<long long>(static_cast<double>(r.samples) / 5 * 3073 / 1e9)) +
+                      " GB per file in memory; at most " + std::to_string(max_samples));
   write_cifar10(r.out, r.samples, std::max(1LL, r.samples / 5), r.seed);
   std::cout << "wrote a random CIFAR-10-format dataset (" << r.samples << " train samples) to " << r.out << "\n";
   return exit_code::ok;

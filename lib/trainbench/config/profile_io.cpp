@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "trainbench/config/bounds.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/text.hpp"
 
@@ -318,6 +319,43 @@ class writer {
   YAML::Emitter out_;
 };
 
+// Lists the keys with their kinds (profile_keys()).
+class lister {
+ public:
+  explicit lister(std::vector<profile_key>& out) : out_(out) {}
+  template <class F>
+  void block(const char* key, F&& body) {
+    prefix_.push_back(key);
+    body();
+    prefix_.pop_back();
+  }
+  template <class T>
+  void field(const char* key, T&) {
+    add(key, std::is_same<T, bool>::value            ? key_kind::boolean
+             : std::is_same<T, std::uint64_t>::value ? key_kind::unsigned_integer
+             : std::is_integral<T>::value            ? key_kind::integer
+             : std::is_floating_point<T>::value      ? key_kind::number
+                                                     : key_kind::string);
+  }
+  void nullable(const char* key, std::string&) { add(key, key_kind::nullable_string); }
+  template <class E>
+  void choice(const char* key, E&, std::initializer_list<E> allowed) {
+    add(key, key_kind::choice);
+    for (E e : allowed) out_.back().allowed.push_back(to_string(e));
+  }
+  void numbers(const char* key, std::vector<double>&) { add(key, key_kind::numbers); }
+  void batch_size(const char* key, int&, bool&) { add(key, key_kind::batch_size); }
+
+ private:
+  void add(const char* key, key_kind kind) {
+    prefix_.push_back(key);
+    out_.push_back({join(prefix_, "."), kind, {}});
+    prefix_.pop_back();
+  }
+  std::vector<profile_key>& out_;
+  std::vector<std::string> prefix_;
+};
+
 // The one list of every key: reading, writing and hashing all walk it.
 template <class V>
 void visit(V& v, profile& p) {
@@ -444,6 +482,12 @@ void validate(const reader& r, const profile& p) {
   require(folder || p.data.decode == decode_place::host, "data.decode",
           "'device' decodes JPEGs and needs data.source: imagefolder");
   if (!p.train.batch_size_auto) at_least(p.train.batch_size, 1, "train.batch_size");
+  // ResNet halves the side five times; batch norm in training needs two values per channel there.
+  const long long last_side = (static_cast<long long>(p.data.image_size) + 31) / 32;
+  require(p.train.batch_size_auto || p.train.batch_size * last_side * last_side >= 2, "train.batch_size",
+          "1 image of data.image_size " + std::to_string(p.data.image_size) +
+              " leaves batch norm one value per channel after the last stage (1 x 1); give at least 2, or "
+              "data.image_size > 32");
   at_least(p.train.grad_accumulation, 1, "train.grad_accumulation");
   require(p.train.optimizer.name == "sgd", "train.optimizer.name",
           "unknown value '" + p.train.optimizer.name + "'; allowed: sgd");
@@ -471,6 +515,23 @@ void validate(const reader& r, const profile& p) {
   }
   require(!(p.train.batch_size_auto && p.dist.backend != dist_backend::none), "train.batch_size",
           "'auto' is not supported with data-parallel runs; give a number");
+  if (auto v = check_bounds(p)) r.fail(v->key, v->message);  // the upper bounds (config/bounds.cpp)
+}
+
+// A file that sets no key runs every default: almost certainly the wrong file.
+void check_not_empty(const YAML::Node& root, const fs::path& file) {
+  std::set<std::string> top;
+  for (const auto& k : profile_keys()) top.insert(k.path.substr(0, k.path.find('.')));
+  std::vector<std::string> unknown;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (top.count(it->first.Scalar())) return;
+    unknown.push_back(it->first.Scalar());
+  }
+  throw config_error(
+      file.string(), "",
+      unknown.empty()
+          ? "empty profile: it sets no key, so every default would run; is it the right file?"
+          : "empty profile: none of its keys (" + join(unknown, ", ") + ") is a trainbench key; is it the right file?");
 }
 
 // Defaults that depend on the source: image folders are ImageNet-style, so they get ImageNet's
@@ -488,6 +549,7 @@ loaded_profile load_profile(const fs::path& file, const std::vector<std::string>
   loaded_profile out;
   out.path = file;
   YAML::Node root = load_chain(file, origin{file.string(), -1, -1}, out.chain, origins);
+  check_not_empty(root, file);
   for (const auto& s : sets) apply_set(root, s, origins);
   reader r(root, origins, file.string());
   visit(r, out.value);
@@ -502,6 +564,14 @@ std::string to_yaml(const profile& p) {
   profile copy = p;
   visit(w, copy);
   return w.finish();
+}
+
+std::vector<profile_key> profile_keys() {
+  std::vector<profile_key> out;
+  lister l(out);
+  profile p;
+  visit(l, p);
+  return out;
 }
 
 std::string profile_hash(const profile& p) { return hex64(fnv1a64(to_yaml(p))); }

@@ -20,6 +20,26 @@ loaded_profile load_profile(const std::filesystem::path& file, const std::vector
 // The fully resolved profile as YAML that load_profile accepts unchanged.
 std::string to_yaml(const profile& p);
 
+// Every key of the schema, in the order of the one list (visit()), with what it takes: tests
+// and docs walk this, so a new key is covered without editing them.
+enum class key_kind {
+  string,
+  nullable_string,
+  boolean,
+  integer,
+  unsigned_integer,
+  number,
+  choice,
+  numbers,
+  batch_size
+};
+struct profile_key {
+  std::string path;  // e.g. "data.image_size"
+  key_kind kind;
+  std::vector<std::string> allowed;  // choice: the names it accepts
+};
+std::vector<profile_key> profile_keys();
+
 // Identity of the resolved profile: compare matches results on it.
 std::string profile_hash(const profile& p);
 // The same, ignoring what does not change the work (name, description, report, measure counts).

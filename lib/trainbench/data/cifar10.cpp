@@ -29,10 +29,10 @@ std::shared_ptr<const dataset> read_cifar10(const fs::path& dir, const std::stri
   const auto names = files_for(split);
   for (const auto& n : names) {
     if (!fs::is_regular_file(dir / n)) {
-      throw input_error("cifar10: missing '" + (dir / n).string() + "'; split '" + split + "' expects " +
-                        std::to_string(names.size()) + " file(s) (" + names.front() +
-                        (names.size() > 1 ? " ... " + names.back() : "") + ") in '" + dir.string() + "'; " +
-                        where_to_get);
+      throw dataset_missing("cifar10: missing '" + (dir / n).string() + "'; split '" + split + "' expects " +
+                            std::to_string(names.size()) + " file(s) (" + names.front() +
+                            (names.size() > 1 ? " ... " + names.back() : "") + ") in '" + dir.string() + "'; " +
+                            where_to_get);
     }
   }
   std::vector<std::uint8_t> pixels;

@@ -15,7 +15,12 @@ memory_dataset::memory_dataset(std::string description, int height, int width, i
       classes_(classes),
       pixels_(std::move(pixels)),
       labels_(std::move(labels)) {
-  TB_ASSERT(pixels_.size() == labels_.size() * static_cast<std::size_t>(height * width * channels),
+  // The readers bound the sides; in 64 bits these products cannot wrap then.
+  TB_ASSERT(height > 0 && width > 0 && channels > 0 && height <= static_cast<int>(max_file_image_side) &&
+                width <= static_cast<int>(max_file_image_side) && channels <= 4,
+            "image shape out of the readers' bounds");
+  const std::size_t stride = static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * channels;
+  TB_ASSERT(pixels_.size() / stride == labels_.size() && pixels_.size() % stride == 0,
             "pixel buffer does not match the sample count");
 }
 

@@ -7,8 +7,20 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
+#include "trainbench/util/error.hpp"
 
 namespace trainbench {
+
+// The dataset's files are not there. Only this is what data.fallback: synthetic stands in for:
+// files that are present but truncated or corrupt are an input_error whatever fallback says.
+class dataset_missing : public input_error {
+ public:
+  using input_error::input_error;
+};
+
+// The largest image side a dataset file may declare: far beyond any real dataset, and small
+// enough that sizes derived from a header (count x rows x cols) cannot wrap in 64 bits.
+constexpr std::uint32_t max_file_image_side = 65536;
 
 struct sample_view {
   const std::uint8_t* pixels;  // height x width x channels, row-major
@@ -67,7 +79,7 @@ class memory_dataset : public dataset {
 std::filesystem::path default_data_path(data_source source);
 
 // Opens the profile's source (not device-synthetic, which never touches the host).
-// Throws input_error naming the file and what is wrong.
+// Throws dataset_missing for absent files, input_error naming the file for anything else wrong.
 std::shared_ptr<const dataset> open_dataset(const data_config& cfg, int num_classes, std::uint64_t seed);
 
 std::shared_ptr<const dataset> read_cifar10(const std::filesystem::path& dir, const std::string& split);

@@ -1,6 +1,8 @@
 // IDX files (MNIST, Fashion-MNIST), plain or gzip-compressed.
 #include <zlib.h>
 
+#include <limits>
+
 #include "trainbench/data/dataset.hpp"
 #include "trainbench/util/error.hpp"
 
@@ -37,8 +39,8 @@ fs::path find_file(const fs::path& dir, const std::string& stem, const std::stri
   }
   std::string hint = what == "fashion-mnist" ? "install Debian's dataset-fashion-mnist package"
                                              : "download the IDX files from the dataset's home page";
-  throw input_error(what + ": missing '" + (dir / stem).string() + "[.gz]'; expected IDX files " +
-                    "(train|t10k)-(images-idx3|labels-idx1)-ubyte[.gz] in '" + dir.string() + "'; " + hint);
+  throw dataset_missing(what + ": missing '" + (dir / stem).string() + "[.gz]'; expected IDX files " +
+                        "(train|t10k)-(images-idx3|labels-idx1)-ubyte[.gz] in '" + dir.string() + "'; " + hint);
 }
 
 }  // namespace
@@ -56,10 +58,20 @@ std::shared_ptr<const dataset> read_idx(const fs::path& dir, const std::string& 
     throw input_error("'" + labels_file.string() + "': bad IDX magic number (expected 0x00000801 for labels)");
   }
   const std::uint32_t count = be32(images, 4), rows = be32(images, 8), cols = be32(images, 12);
-  if (images.size() != 16 + static_cast<std::size_t>(count) * rows * cols) {
+  // Bound the header's numbers before multiplying them: a crafted header (65536 images of
+  // 2^24 x 2^24) would otherwise wrap the product to the size of a 16-byte file.
+  if (count == 0 || rows == 0 || cols == 0 || rows > max_file_image_side || cols > max_file_image_side ||
+      count > static_cast<std::uint32_t>(std::numeric_limits<std::int32_t>::max())) {
     throw input_error("'" + images_file.string() + "': header says " + std::to_string(count) + " images of " +
-                      std::to_string(rows) + "x" + std::to_string(cols) + " but the file has " +
-                      std::to_string(images.size() - 16) + " pixel bytes (truncated?)");
+                      std::to_string(rows) + "x" + std::to_string(cols) + "; expected 1 to 2^31-1 images of 1 to " +
+                      std::to_string(max_file_image_side) + " pixels a side (corrupt header?)");
+  }
+  const std::uint64_t pixel_bytes = std::uint64_t{count} * rows * cols;  // < 2^31 * 2^32: no wrap
+  if (images.size() - 16 != pixel_bytes) {
+    throw input_error("'" + images_file.string() + "': header says " + std::to_string(count) + " images of " +
+                      std::to_string(rows) + "x" + std::to_string(cols) + " (" + std::to_string(pixel_bytes) +
+                      " pixel bytes) but the file has " + std::to_string(images.size() - 16) +
+                      " pixel bytes (truncated?)");
   }
   if (be32(labels, 4) != count || labels.size() != 8 + static_cast<std::size_t>(count)) {
     throw input_error("'" + labels_file.string() + "': expected " + std::to_string(count) +

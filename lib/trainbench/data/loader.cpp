@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "trainbench/config/bounds.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -67,7 +68,7 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
 }
 
 int batch_loader::ring_slots(const loader_options& o) {
-  return std::max(2, o.prefetch_factor * std::max(1, o.workers));
+  return static_cast<int>(loader_slot_count(o.workers, o.prefetch_factor));
 }
 
 batch_loader::~batch_loader() {

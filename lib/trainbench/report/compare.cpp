@@ -11,6 +11,7 @@
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
+#include "trainbench/util/log.hpp"
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
@@ -437,9 +438,17 @@ int compare_command(const compare_request& req) {
     throw input_error("compare: no profile could be compared (" + std::to_string(c.only_base.size()) +
                       " only in base, " + std::to_string(c.only_candidate.size()) + " only in candidate, " +
                       std::to_string(c.rows.size()) + " without measured windows); a CI gate must not pass on nothing");
-  for (const auto& r : c.rows)
-    if (r.result == verdict::slower) return exit_code::failed;
-  return exit_code::ok;
+  int code = exit_code::ok;
+  for (const auto& r : c.rows) {
+    if (r.result == verdict::slower) code = exit_code::failed;
+    // A candidate that crashed before its first window would otherwise pass as AMBIGUOUS.
+    if (!r.base.empty() && r.candidate.empty()) {
+      log_error("compare: the candidate run of '" + r.name + "' measured no window (" + r.reason +
+                "); a CI gate cannot pass on it");
+      code = exit_code::failed;
+    }
+  }
+  return code;
 }
 
 }  // namespace trainbench

@@ -28,6 +28,9 @@ std::string shape_text(const at::Tensor& t) {
 }  // namespace
 
 void load_weights(torch::nn::Module& model, const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw input_error("model.weights '" + file.string() + "': no such file");
   const std::string bytes = read_text_file(file);
   c10::IValue value;
   try {
