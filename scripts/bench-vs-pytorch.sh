@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # trainbench against the equivalent PyTorch loop, interleaved in one run, then `trainbench compare`.
 #   usage: scripts/bench-vs-pytorch.sh [--rounds N] [--out DIR] [--nproc N] [--set key=value ...] CONFIG...
-# Each round runs every profile once on each side (trainbench, then Python), so machine noise
-# hits both alike; the windows of all rounds are pooled per side before comparing.
+# Each round runs every profile once on each side, trainbench first in odd rounds and Python
+# first in even ones (ABBA), so machine noise, and its drift during a round, hits both alike;
+# the windows of all rounds are pooled per side before comparing.
 # --nproc N starts both sides with torchrun (N ranks on this machine; set dist.backend): trainbench's
 # bucketed all-reduce against DistributedDataParallel, each reporting the job's samples/s.
 set -euo pipefail
@@ -38,8 +39,9 @@ for r in $(seq 1 "$rounds"); do
   for c in "${configs[@]}"; do
     n=$(basename "$c" .yaml)
     echo "== round $r/$rounds: $n"
-    "${tb[@]}" --quiet --config "$c" "${sets[@]}" --out "$out/rounds/tb-$n-$r.json" > /dev/null
-    "${py[@]}" --config "$c" "${sets[@]}" --out "$out/rounds/py-$n-$r.json" > /dev/null
+    run_tb() { "${tb[@]}" --quiet --config "$c" "${sets[@]}" --out "$out/rounds/tb-$n-$r.json" > /dev/null; }
+    run_py() { "${py[@]}" --config "$c" "${sets[@]}" --out "$out/rounds/py-$n-$r.json" > /dev/null; }
+    if [ $((r % 2)) = 1 ]; then run_tb; run_py; else run_py; run_tb; fi
   done
 done
 # Pool the rounds: one report per side and profile, with every window.

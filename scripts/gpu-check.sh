@@ -100,6 +100,8 @@ sets=()
 backend=$([ $rehearse = 1 ] && echo gloo || echo nccl)
 $TB ladder configs/ladder --out "$out/ladder" --quiet "${sets[@]}"
 $TB ladder configs/ladder-plus --out "$out/ladder-plus" --quiet "${sets[@]}"
+# ResNet-50 up to NVIDIA's recipe: its reports carry the share of the GPU's tensor-core peak.
+$TB ladder configs/resnet50 --out "$out/resnet50" --quiet "${sets[@]}"
 
 phase "data-parallel"
 # One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.

@@ -61,6 +61,8 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
   }
   ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
               "device-synthetic data has no loader");
+  ineffective(p.model.zero_init_residual && !p.model.weights.empty(), "model.zero_init_residual",
+              "model.weights replaces the initial weights");
   const bool folder = p.data.source == data_source::imagefolder;
   ineffective(
       !folder && p.data.transform == data_transform::eval, "data.transform",
@@ -177,7 +179,7 @@ device_batch make_device_synthetic(const profile& p, c10::Device device, std::in
 }
 
 resnet make_model(const profile& p, c10::Device device, effective_settings& e) {
-  resnet model = make_resnet(p.model.arch, p.model.num_classes);
+  resnet model = make_resnet(p.model.arch, p.model.num_classes, p.model.zero_init_residual);
   if (!p.model.weights.empty()) load_weights(*model, p.model.weights);
   model->to(device);
   if (p.model.channels_last) {

@@ -2,7 +2,8 @@
 """The PyTorch cross-check: run a trainbench profile as the equivalent Python training loop.
 
 Reads the same profile (resolved by `trainbench show`, so extends and --set behave the same and
-the profile hash matches), runs torchvision's ResNet-18 on torchvision's datasets through
+the profile hash matches), runs the torchvision model of model.arch (with model.weights and
+model.zero_init_residual) on torchvision's datasets through
 torch.utils.data.DataLoader with the profile's workers / pin_memory, `.to(non_blocking=...)`,
 torch.autocast + GradScaler, and torch.compile where the profile asks for a CUDA graph, and
 writes a report in trainbench's schema (tool name "pytorch-reference") so that
@@ -38,6 +39,7 @@ import torch.distributed as dist
 import torchvision
 import yaml
 from PIL import Image
+from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,6 +149,26 @@ def make_dataset(p):
     if d["source"] == "synthetic":
         return SyntheticImages(d["samples"], d["source_size"], p["model"]["num_classes"], p["seed"], tf)
     return None
+
+
+def count_forward_flops(mp, side):
+    """One sample's forward FLOPs, as torch's flop counter sees them (2 x the multiply-adds of
+    convolutions and matmuls), on a copy of the model on the meta device: nothing is computed."""
+    with torch.device("meta"):
+        model = torchvision.models.get_model(mp["arch"], num_classes=mp["num_classes"]).eval()
+        x = torch.empty(1, 3, side, side)
+    with FlopCounterMode(display=False) as counter:
+        model(x)
+    return float(counter.get_total_flops())
+
+
+def compute_block(forward_flops, rates, world):
+    """results.compute as trainbench writes it; the GPU peak table lives in trainbench only."""
+    if forward_flops is None or not rates:
+        return None
+    train = 3 * forward_flops
+    return {"train_flops_per_sample": train, "model_flops_per_s": train * float(np.median(rates)), "devices": world,
+            "peak_gpu": None, "peak_flops_per_s": None, "peak_source": None, "share_of_peak": None}
 
 
 def infinite(loader, sampler=None):
@@ -264,12 +286,19 @@ def main():
         fetch = lambda: fixed
 
     params = 0
+    forward_flops = None
     step = None
     amp = t["amp"]
     if not args.data_only:
-        model = torchvision.models.resnet18(num_classes=p["model"]["num_classes"]).to(device, memory_format=fmt)
+        mp = p["model"]
+        model = torchvision.models.get_model(mp["arch"], num_classes=mp["num_classes"],
+                                             zero_init_residual=mp.get("zero_init_residual", False))
+        if mp["weights"]:
+            model.load_state_dict(torch.load(mp["weights"]))
+        model = model.to(device, memory_format=fmt)
         model.train()
         params = sum(q.numel() for q in model.parameters())
+        forward_flops = count_forward_flops(mp, d["image_size"])
         o = t["optimizer"]
         opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
                               foreach=o["foreach"])
@@ -406,7 +435,8 @@ def main():
             "step": ("torch.compile(model)" if be["cuda_graph"] else "eager") + ", torch.optim.SGD",
             "clock": "time.perf_counter", "notes": notes,
         },
-        "model": {"arch": "resnet18", "parameters": params},
+        "model": {"arch": p["model"]["arch"], "parameters": params, "input_shape": [3, d["image_size"], d["image_size"]],
+                  "forward_flops_per_sample": forward_flops},
         "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"],
                     "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02)},
         "results": {
@@ -421,6 +451,7 @@ def main():
             "loss": {"first": loss_first, "last": state["loss"].item() if step and state["loss"] is not None else None},
             "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale() if step and scaler_on else None},
             "distributed": distributed,
+            "compute": compute_block(forward_flops, rates, job["world"] if job else 1),
         },
     }
     out_text = args.out or f"reports/pytorch/{p['name']}.json"

@@ -355,3 +355,18 @@ TEST_CASE("two ranks with --trace '{rank}': one trace per rank, each its own pro
     CHECK(f.stage_n.count("allreduce"));
   }
 }
+
+TEST_CASE("ResNet-50 over two ranks gets DDP's own buckets at 25 MB") {
+  const auto dir = tbtest::scratch("dist-resnet50");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const auto r = two_ranks(" --config " + config + " --set model.arch=resnet50" + five_steps +
+                           " --set measure.measured_batches=1 --out " + (dir / "r{rank}.json").string());
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  const auto report = tbtest::read_json(dir / "r0.json");
+  // torch 2.11's DistributedDataParallel(torchvision resnet50(num_classes=10), bucket_cap_mb=25)
+  // on two Gloo ranks: _get_ddp_logging_data()["rebuilt_bucket_sizes"] after the first steps.
+  CHECK(report["results"]["distributed"]["bucket_bytes"] ==
+        nlohmann::json::array({31584296, 26255360, 26550272, 9724160}));
+  CHECK(report["model"]["arch"] == "resnet50");
+}

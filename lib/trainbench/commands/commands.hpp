@@ -32,6 +32,16 @@ struct bottleneck_request {
   std::string command_line;
 };
 
+// logits (not listed in --help): the profile's model (model.arch, model.weights, ...) in eval
+// mode, fp32 on the CPU, on an N x 3 x H x W tensor saved by torch.save; writes the logits
+// (torch.load-able) to `out` and prints {arch, parameters, input_shape,
+// forward_flops_per_sample, logits} as one JSON line. The torchvision cross-check runs it.
+struct logits_request {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string input, out;
+};
+
 int run_command(const run_request& request);
 int bottleneck_command(const bottleneck_request& request);
 int validate_command(const std::vector<std::string>& files);
@@ -44,6 +54,7 @@ struct make_dataset_request {
   unsigned long long seed = 0;
 };
 int make_dataset_command(const make_dataset_request& request);
+int logits_command(const logits_request& request);
 std::string version_text();
 
 }  // namespace trainbench

@@ -25,6 +25,20 @@ std::string human_bytes(std::int64_t b) {
   return buf;
 }
 
+// Model FLOP/s, and how close to the GPU's tensor-core peak the loop runs.
+void print_compute(const nlohmann::ordered_json& c) {
+  if (c.is_null()) return;
+  const double rate = c["model_flops_per_s"].get<double>();
+  std::printf("  compute      %.2f %s model (%.2f GFLOPs per sample trained, 3 x forward)",
+              rate >= 1e12 ? rate / 1e12 : rate / 1e9, rate >= 1e12 ? "TFLOP/s" : "GFLOP/s",
+              c["train_flops_per_sample"].get<double>() / 1e9);
+  if (!c["share_of_peak"].is_null())
+    std::printf(", %.1f%% of %s%s's %.1f TFLOPS fp16/bf16 peak", 100 * c["share_of_peak"].get<double>(),
+                c["devices"].get<int>() > 1 ? (std::to_string(c["devices"].get<int>()) + " x ").c_str() : "",
+                c["peak_gpu"].get<std::string>().c_str(), c["peak_flops_per_s"].get<double>() / 1e12);
+  std::printf("\n");
+}
+
 void print_dist(const dist_result& d) {
   std::printf("  ranks        %d x %s (%s), global batch %lld, %zu gradient buckets\n", d.world, d.backend.c_str(),
               d.launcher.c_str(), static_cast<long long>(d.global_batch_size), d.bucket_bytes.size());
@@ -106,6 +120,7 @@ void print_summary(const report_input& in) {
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
   if (r.loader) print_loader(*r.loader);
+  print_compute(compute_block(in));
   if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());
   std::fflush(stdout);

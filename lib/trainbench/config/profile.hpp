@@ -22,6 +22,7 @@ struct model_config {
   int num_classes = 10;
   std::string weights;  // empty: random init (torchvision's)
   bool channels_last = false;
+  bool zero_init_residual = false;  // torchvision's: each residual branch's last batch norm starts at 0
 };
 
 struct normalize_config {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "trainbench/config/bounds.hpp"
+#include "trainbench/model/resnet_spec.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/text.hpp"
 
@@ -369,6 +370,7 @@ void visit(V& v, profile& p) {
     v.field("num_classes", p.model.num_classes);
     v.nullable("weights", p.model.weights);
     v.field("channels_last", p.model.channels_last);
+    v.field("zero_init_residual", p.model.zero_init_residual);
   });
   v.block("data", [&] {
     auto& d = p.data;
@@ -455,7 +457,7 @@ void validate(const reader& r, const profile& p) {
   require(!p.name.empty(), "name", "must not be empty");
   require(valid_device(p.device), "device", "unknown value '" + p.device + "'; allowed: auto, cpu, cuda, cuda:N");
   at_least(p.threads, 0, "threads");
-  require(p.model.arch == "resnet18", "model.arch", "unknown value '" + p.model.arch + "'; allowed: resnet18");
+  require(find_resnet_spec(p.model.arch) != nullptr, "model.arch", unknown_arch_message(p.model.arch));
   at_least(p.model.num_classes, 1, "model.num_classes");
   at_least(p.data.image_size, 8, "data.image_size");
   const bool folder = p.data.source == data_source::imagefolder;

@@ -8,40 +8,101 @@
 namespace trainbench {
 namespace nn = torch::nn;
 
-basic_block_impl::basic_block_impl(int64_t in, int64_t out, int64_t stride) {
-  conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
-  bn1 = register_module("bn1", nn::BatchNorm2d(out));
-  conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
-  bn2 = register_module("bn2", nn::BatchNorm2d(out));
-  if (stride != 1 || in != out) {
-    downsample = register_module(
-        "downsample",
-        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)), nn::BatchNorm2d(out)));
-  }
-}
-
-torch::Tensor basic_block_impl::forward(const torch::Tensor& x) {
-  torch::Tensor identity = downsample ? downsample->forward(x) : x;
-  torch::Tensor y = torch::relu(bn1(conv1(x)));
-  return torch::relu(bn2(conv2(y)) + identity);
-}
-
 namespace {
-nn::Sequential make_layer(int64_t in, int64_t out, int64_t stride) {
-  return nn::Sequential(basic_block(in, out, stride), basic_block(out, out, 1));
+
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
+
+// In-place ReLU and residual add, as torchvision's blocks (ReLU(inplace=True), out += identity):
+// the same values, one allocation fewer each.
+class basic_block_impl : public nn::Module {
+ public:
+  basic_block_impl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample_) {
+    conv1 = register_module("conv1", conv(in, planes, 3, stride));
+    bn1 = register_module("bn1", nn::BatchNorm2d(planes));
+    conv2 = register_module("conv2", conv(planes, planes, 3));
+    bn2 = register_module("bn2", nn::BatchNorm2d(planes));
+    if (downsample_) downsample = register_module("downsample", downsample_);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor y = bn1(conv1(x)).relu_();
+    y = bn2(conv2(y));
+    return y.add_(downsample ? downsample->forward(x) : x).relu_();
+  }
+  nn::BatchNorm2d last_bn() const { return bn2; }
+
+ private:
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE_IMPL(basic_block, basic_block_impl);
+
+// torchvision's Bottleneck: 1x1 reduce, 3x3 (grouped, carrying the stride: "ResNet v1.5"), 1x1
+// expand by 4.
+class bottleneck_impl : public nn::Module {
+ public:
+  bottleneck_impl(int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group,
+                  nn::Sequential downsample_) {
+    const int64_t mid = planes * width_per_group / 64 * groups;
+    conv1 = register_module("conv1", conv(in, mid, 1));
+    bn1 = register_module("bn1", nn::BatchNorm2d(mid));
+    conv2 = register_module("conv2", conv(mid, mid, 3, stride, groups));
+    bn2 = register_module("bn2", nn::BatchNorm2d(mid));
+    conv3 = register_module("conv3", conv(mid, planes * 4, 1));
+    bn3 = register_module("bn3", nn::BatchNorm2d(planes * 4));
+    if (downsample_) downsample = register_module("downsample", downsample_);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor y = bn1(conv1(x)).relu_();
+    y = bn2(conv2(y)).relu_();
+    y = bn3(conv3(y));
+    return y.add_(downsample ? downsample->forward(x) : x).relu_();
+  }
+  nn::BatchNorm2d last_bn() const { return bn3; }
+
+ private:
+  nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE_IMPL(bottleneck, bottleneck_impl);
+
+// torchvision's _make_layer; `in` moves on to the layer's output channels.
+nn::Sequential make_layer(const resnet_spec& spec, int64_t& in, int64_t planes, int blocks, int64_t stride) {
+  const bool basic = spec.block == resnet_block::basic;
+  const int64_t out = planes * (basic ? 1 : 4);
+  nn::Sequential layer;
+  for (int i = 0; i < blocks; ++i) {
+    const int64_t s = i == 0 ? stride : 1;
+    nn::Sequential down{nullptr};
+    if (i == 0 && (stride != 1 || in != out)) down = nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out));
+    if (basic)
+      layer->push_back(basic_block(in, planes, s, down));
+    else
+      layer->push_back(bottleneck(in, planes, s, spec.groups, spec.width_per_group, down));
+    in = out;
+  }
+  return layer;
+}
+
 }  // namespace
 
-resnet_impl::resnet_impl(int64_t num_classes) {
+resnet_impl::resnet_impl(const resnet_spec& spec, int64_t num_classes, bool zero_init_residual)
+    : nn::Module(spec.name) {
+  TB_ASSERT(spec.block == resnet_block::bottleneck || (spec.groups == 1 && spec.width_per_group == 64),
+            std::string("basic blocks have no groups or width (torchvision refuses them too): ") + spec.name);
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
   bn1 = register_module("bn1", nn::BatchNorm2d(64));
-  layer1 = register_module("layer1", make_layer(64, 64, 1));
-  layer2 = register_module("layer2", make_layer(64, 128, 2));
-  layer3 = register_module("layer3", make_layer(128, 256, 2));
-  layer4 = register_module("layer4", make_layer(256, 512, 2));
-  fc = register_module("fc", nn::Linear(512, num_classes));
+  int64_t in = 64;
+  layer1 = register_module("layer1", make_layer(spec, in, 64, spec.layers[0], 1));
+  layer2 = register_module("layer2", make_layer(spec, in, 128, spec.layers[1], 2));
+  layer3 = register_module("layer3", make_layer(spec, in, 256, spec.layers[2], 2));
+  layer4 = register_module("layer4", make_layer(spec, in, 512, spec.layers[3], 2));
+  fc = register_module("fc", nn::Linear(in, num_classes));
   // torchvision's init: kaiming normal (fan_out, relu) for convs, BN weight 1 / bias 0,
-  // Linear keeps its default init.
+  // Linear keeps its default init (the same in LibTorch as in PyTorch).
   torch::NoGradGuard no_grad;
   for (auto& m : modules(/*include_self=*/false)) {
     if (auto* c = m->as<nn::Conv2d>()) {
@@ -51,19 +112,25 @@ resnet_impl::resnet_impl(int64_t num_classes) {
       nn::init::zeros_(b->bias);
     }
   }
+  if (!zero_init_residual) return;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* b = m->as<basic_block_impl>()) nn::init::zeros_(b->last_bn()->weight);
+    if (auto* b = m->as<bottleneck_impl>()) nn::init::zeros_(b->last_bn()->weight);
+  }
 }
 
 torch::Tensor resnet_impl::forward(const torch::Tensor& x) {
-  torch::Tensor y = torch::relu(bn1(conv1(x)));
+  torch::Tensor y = bn1(conv1(x)).relu_();
   y = torch::max_pool2d(y, 3, 2, 1);
   y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
   y = torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
   return fc(y);
 }
 
-resnet make_resnet(const std::string& arch, std::int64_t num_classes) {
-  TB_ASSERT(arch == "resnet18", "model.arch '" + arch + "' passed validation but has no factory entry");
-  return resnet(num_classes);
+resnet make_resnet(const std::string& arch, std::int64_t num_classes, bool zero_init_residual) {
+  const resnet_spec* spec = find_resnet_spec(arch);
+  if (!spec) throw config_error("", "model.arch", unknown_arch_message(arch));
+  return resnet(*spec, num_classes, zero_init_residual);
 }
 
 std::int64_t parameter_count(torch::nn::Module& m) {

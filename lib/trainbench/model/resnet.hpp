@@ -1,5 +1,6 @@
 #pragma once
-// ResNets with torchvision's module tree, state-dict names and initialisation, made by name.
+// The ResNet family with torchvision's module tree, state-dict names and initialisation, made by
+// name (the table of architectures is model/resnet_spec.hpp).
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -9,23 +10,15 @@
 
 #include <string>
 
+#include "trainbench/model/resnet_spec.hpp"
+
 namespace trainbench {
 
-class basic_block_impl : public torch::nn::Module {
- public:
-  basic_block_impl(int64_t in, int64_t out, int64_t stride);
-  torch::Tensor forward(const torch::Tensor& x);
-
- private:
-  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  torch::nn::Sequential downsample{nullptr};
-};
-TORCH_MODULE_IMPL(basic_block, basic_block_impl);
-
+// torchvision.models.ResNet: stem, layer1..layer4 of basic or bottleneck blocks, average pool,
+// fc. The module's name() is the architecture's (weights errors quote it).
 class resnet_impl : public torch::nn::Module {
  public:
-  explicit resnet_impl(int64_t num_classes);  // ResNet-18
+  resnet_impl(const resnet_spec& spec, int64_t num_classes, bool zero_init_residual);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -37,7 +30,10 @@ class resnet_impl : public torch::nn::Module {
 TORCH_MODULE_IMPL(resnet, resnet_impl);
 
 // The model factory: every architecture model.arch accepts is made here, by its torchvision name.
-resnet make_resnet(const std::string& arch, std::int64_t num_classes);
+// zero_init_residual: the last batch norm of every residual branch starts at weight 0, as
+// torchvision's flag of that name (each block then starts as the identity). An unknown name
+// throws config_error for model.arch, listing the names.
+resnet make_resnet(const std::string& arch, std::int64_t num_classes, bool zero_init_residual = false);
 
 std::int64_t parameter_count(torch::nn::Module& m);
 

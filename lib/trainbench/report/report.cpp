@@ -9,6 +9,8 @@
 
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/model/resnet_spec.hpp"
+#include "trainbench/report/gpu_peak.hpp"
 
 #ifndef TRAINBENCH_VERSION
 #define TRAINBENCH_VERSION "0.0.0"
@@ -170,7 +172,47 @@ json results_json(const run_result& r) {
   };
 }
 
+// One forward's FLOPs per sample at the run's input size, from the architecture's layer shapes;
+// none without a model (bench-data).
+std::optional<double> forward_flops_of(const report_input& in) {
+  const resnet_spec* spec = find_resnet_spec(in.prof.model.arch);
+  if (in.parameters == 0 || !spec) return std::nullopt;
+  const std::int64_t side = in.prof.data.image_size;
+  return forward_flops(*spec, in.prof.model.num_classes, side, side);
+}
+
+json model_json(const report_input& in, const std::optional<double>& forward) {
+  const int side = in.prof.data.image_size;
+  return {{"arch", in.prof.model.arch},
+          {"parameters", in.parameters},
+          {"input_shape", {3, side, side}},
+          {"forward_flops_per_sample", opt(forward)}};
+}
+
+// Achieved model FLOP/s: training counted as 3 x the forward (the backward computes gradients
+// for inputs and for weights, each about a forward), at the median samples/s; against the GPU's
+// dense fp16/bf16 tensor peak where the table knows the part.
+json compute_json(const report_input& in, const std::optional<double>& forward) {
+  if (!forward || in.result.windows.empty()) return nullptr;
+  std::vector<double> rates;
+  for (const auto& w : in.result.windows) rates.push_back(w.samples_per_s);
+  const double train = 3 * *forward;
+  const double achieved = train * summarize(rates).median;
+  const int devices = in.result.dist ? in.result.dist->world : 1;
+  std::optional<gpu_peak> peak;
+  if (in.effective.device.rfind("cuda", 0) == 0) peak = dense_tensor_peak(in.effective.device_name);
+  return {{"train_flops_per_sample", train},
+          {"model_flops_per_s", achieved},
+          {"devices", devices},
+          {"peak_gpu", peak ? json(peak->gpu) : json(nullptr)},
+          {"peak_flops_per_s", peak ? json(peak->flops_per_s) : json(nullptr)},
+          {"peak_source", peak ? json(peak->source) : json(nullptr)},
+          {"share_of_peak", peak ? json(achieved / (peak->flops_per_s * devices)) : json(nullptr)}};
+}
+
 }  // namespace
+
+nlohmann::ordered_json compute_block(const report_input& in) { return compute_json(in, forward_flops_of(in)); }
 
 nlohmann::ordered_json make_report(const report_input& in) {
   const auto& c = in.context;
@@ -181,6 +223,9 @@ nlohmann::ordered_json make_report(const report_input& in) {
   }
   json error = nullptr;
   if (in.status != "ok") error = {{"kind", in.error_kind}, {"message", in.error_message}};
+  const std::optional<double> forward = forward_flops_of(in);
+  json results = results_json(in.result);
+  results["compute"] = compute_json(in, forward);
   return {
       {"schema_version", report_schema_version},
       {"tool", {{"name", in.tool_name}, {"version", tool_version()}, {"git", tool_git()}}},
@@ -207,14 +252,14 @@ nlohmann::ordered_json make_report(const report_input& in) {
         {"per_rank_workload_hash", per_rank_workload_hash(in.prof)},
         {"resolved", to_yaml(in.prof)}}},
       {"effective", effective_json(in.effective)},
-      {"model", {{"arch", in.prof.model.arch}, {"parameters", in.parameters}}},
+      {"model", model_json(in, forward)},
       {"measure",
        {{"warmup_batches", in.prof.measure.warmup_batches},
         {"measured_batches", in.prof.measure.measured_batches},
         {"repeats", in.prof.measure.repeats},
         {"max_repeats", in.prof.measure.max_repeats},
         {"target_cv", in.prof.measure.target_cv}}},
-      {"results", results_json(in.result)},
+      {"results", results},
   };
 }
 

@@ -38,6 +38,9 @@ struct report_input {
 };
 
 nlohmann::ordered_json make_report(const report_input& in);
+// The report's results.compute: model FLOP/s achieved and the share of the GPU's peak (null
+// without a model or a finished window).
+nlohmann::ordered_json compute_block(const report_input& in);
 // Host facts (date, host name, CPU model and cores); the caller adds library versions.
 context_info host_context(const std::string& command_line);
 std::string tool_version();

@@ -63,7 +63,7 @@ void load_weights(torch::nn::Module& model, const std::filesystem::path& file) {
                               }) == misshaped.end())
       missing.push_back(key);
   if (!unexpected.empty() || !misshaped.empty() || !missing.empty()) {
-    std::string msg = "model.weights '" + file.string() + "' does not match resnet18:";
+    std::string msg = "model.weights '" + file.string() + "' does not match " + model.name() + ":";
     if (!missing.empty()) msg += " missing keys: " + join(missing, ", ") + ";";
     if (!unexpected.empty()) msg += " unexpected keys: " + join(unexpected, ", ") + ";";
     if (!misshaped.empty()) msg += " mis-shaped keys: " + join(misshaped, ", ") + ";";

@@ -1,6 +1,6 @@
 #pragma once
-// model.weights: a ResNet-18 state dict exported from PyTorch with
-//   torch.save(dict(model.state_dict()), "resnet18.pt")
+// model.weights: a state dict of the same architecture exported from PyTorch with
+//   torch.save(dict(torchvision.models.resnet50(num_classes=10).state_dict()), "resnet50.pt")
 #include <torch/nn/module.h>
 
 #include <filesystem>
@@ -8,7 +8,8 @@
 namespace trainbench {
 
 // Matches every key by name and shape; throws input_error listing missing, unexpected and
-// mis-shaped keys, and leaves the module untouched when anything does not match.
+// mis-shaped keys (naming the module: the architecture, for a ResNet), and leaves the module
+// untouched when anything does not match.
 void load_weights(torch::nn::Module& model, const std::filesystem::path& file);
 void save_weights(const torch::nn::Module& model, const std::filesystem::path& file);
 
