@@ -106,6 +106,22 @@ TEST_CASE("trace recorder: a full ring loses the oldest events and says how many
   CHECK(json.at("otherData").at("lost_events") == 10);
 }
 
+TEST_CASE("trace recorder: a batch still being filled when the run ends leaves no phase without its fill") {
+  const auto dir = tbtest::scratch("trace-unit-unfilled");
+  const fs::path file = dir / "t.json";
+  {
+    trace_recorder rec(options(file));
+    rec.window_begin(0);
+    const std::int64_t t = steady_now_ns();
+    rec.phase(0, 2, load_phase::read, t, t + 1);  // batch 2's first image; its fill is not done
+    rec.window_end(two_batches(t));
+    rec.close();
+  }
+  const auto f = tbtest::check_trace(tbtest::read_json(file));
+  for (const auto& e : f.errors) FAIL_CHECK(e);
+  CHECK(f.load_spans.count("read") == 0);
+}
+
 TEST_CASE("trace recorder: without close() the partial file is removed, and an unwritable path is a config error") {
   const auto dir = tbtest::scratch("trace-unit-abort");
   {

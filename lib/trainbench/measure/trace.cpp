@@ -384,9 +384,15 @@ void trace_recorder::close() {
   // Prefetched fills still pending that ran inside the last window: the workers' side of it.
   events_.clear();
   for (auto& r : rings_) r->drain(pending_);
+  // A worker may still be filling a batch: its phases so far are here, its fill is not.
+  std::vector<std::int64_t> filled;
+  for (const load_event& e : pending_)
+    if (e.kind == load_event::fill) filled.push_back(e.batch);
+  std::sort(filled.begin(), filled.end());
   for (const load_event& e : pending_) {
     const bool in_last_window = e.begin_ns < last_window_end_ns_ && e.end_ns > last_window_begin_ns_;
     if (window_ == 0 || !in_last_window || e.kind == load_event::ready || e.kind == load_event::taken) continue;
+    if (e.kind == load_event::phase && !std::binary_search(filled.begin(), filled.end(), e.batch)) continue;
     out_event o;
     o.tid = tid_of_worker(std::max<int>(0, e.worker));
     o.ts = e.begin_ns;
