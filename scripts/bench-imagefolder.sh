@@ -35,7 +35,7 @@ name: tb-w$w$([ $full = true ] && echo -full)
 device: cpu
 threads: 1
 model: {num_classes: 10}
-data: {source: imagefolder, path: $data, image_size: $size, workers: $w, partial_decode: $([ $full = true ] && echo false || echo true)}
+data: {source: imagefolder, path: $(realpath "$data"), image_size: $size, workers: $w, partial_decode: $([ $full = true ] && echo false || echo true)}
 train: {batch_size: $batch}
 measure: {warmup_batches: 2, measured_batches: $batches, repeats: 3, nvtx: off}
 YAML

@@ -26,7 +26,7 @@ cat > "$profile" <<YAML
 name: bench-loader
 device: cpu
 threads: 1
-data: {source: cifar10, path: $data, image_size: $size, workers: $workers, prefetch_factor: 2}
+data: {source: cifar10, path: cifar-10-batches-bin, image_size: $size, workers: $workers, prefetch_factor: 2}
 train: {batch_size: $batch}
 measure: {warmup_batches: 2, measured_batches: $batches, repeats: 1, nvtx: off}
 YAML

@@ -37,19 +37,26 @@ phase() {
 }
 
 phase "preflight"
-PY=${PYTHON:-python3}
+# The project's own environment (scripts/setup.sh) when there is one, else python3 on PATH.
+source scripts/env.sh
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x "$TRAINBENCH_PYTHON" ]; then PY=$TRAINBENCH_PYTHON
+else PY=python3; fi
+echo "python: $PY"
+missing=$($PY -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
+  torch torchvision yaml) || die "cannot run $PY (set PYTHON to a Python with torch $TORCH_VERSION_PIN)"
+[ -z "$missing" ] || die "$PY lacks the Python module(s): $missing (the kit needs torch, torchvision and PyYAML; set PYTHON, or run scripts/setup.sh)"
 if [ $rehearse = 1 ]; then
   echo "rehearsal: no GPU checks; every run is forced onto the CPU with tiny settings"
 else
   command -v nvidia-smi >/dev/null || die "no nvidia-smi: this script needs an NVIDIA GPU host"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || die "nvidia-smi failed"
-  $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "python3 has no torch with CUDA"
+  $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "$PY has no torch with CUDA"
 fi
 torch_prefix=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
 torch_lib=$($PY -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 # The CUDA runtime the wheel brings (our binaries link libcudart.so.13 directly).
 cuda_lib=$($PY -c 'import torch, os; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "lib")))')
-$PY -c 'import torchvision, yaml' || die "python3 lacks torchvision or PyYAML (needed by the reference)"
 if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
 elif [ -n "$deps" ]; then
@@ -98,10 +105,12 @@ sets=()
 [ $rehearse = 1 ] && sets=(--set device=cpu --set data.image_size=32 --set train.batch_size=8 --set data.workers=1
   --set measure.warmup_batches=1 --set measure.measured_batches=2 --set measure.repeats=2)
 backend=$([ $rehearse = 1 ] && echo gloo || echo nccl)
-$TB ladder configs/ladder --out "$out/ladder" --quiet "${sets[@]}"
-$TB ladder configs/ladder-plus --out "$out/ladder-plus" --quiet "${sets[@]}"
+# Every rung and round in a fresh process, the rungs interleaved: --quick takes two rounds.
+rounds=$([ $quick = 1 ] && echo 2 || echo 3)
+$TB ladder configs/ladder --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
+$TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds --quiet "${sets[@]}"
 # ResNet-50 up to NVIDIA's recipe: its reports carry the share of the GPU's tensor-core peak.
-$TB ladder configs/resnet50 --out "$out/resnet50" --quiet "${sets[@]}"
+$TB ladder configs/resnet50 --out "$out/resnet50" --rounds $rounds --quiet "${sets[@]}"
 
 phase "data-parallel"
 # One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.

@@ -1,5 +1,6 @@
 // Command-line wiring only: parse, call the command, map exceptions to exit codes in one place.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
@@ -8,6 +9,7 @@
 #include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
+#include "trainbench/util/text.hpp"
 
 namespace {
 
@@ -17,13 +19,17 @@ std::string joined_command_line(int argc, char** argv) {
   return out;
 }
 
-void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_required) {
+constexpr const char* quiet_help = "only warnings, errors and where the results were written";
+
+// with_model: run has a model (weights to save, a rate to scale against); bench-data has none.
+void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_required, bool with_model) {
   auto* opt = cmd.add_option("--config,-c", req.config, "profile YAML file");
   if (config_required) opt->required();
   cmd.add_option("--set", req.sets, "override a key: key.path=value (repeatable)");
   cmd.add_option("--out,-o", req.out, "report path (overrides report.path)");
-  cmd.add_flag("--quiet,-q", req.quiet, "only warnings and the final report path");
+  cmd.add_flag("--quiet,-q", req.quiet, quiet_help);
   cmd.add_flag("--strict", req.strict, "treat requested-but-ineffective switches as errors");
+  if (!with_model) return;
   cmd.add_option("--baseline", req.baseline,
                  "data-parallel runs: a report of the same profile at world size 1, for scaling efficiency");
   cmd.add_option("--save-weights", req.save_weights,
@@ -31,6 +37,19 @@ void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_re
   cmd.add_option("--trace", req.trace,
                  "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
                  "becomes the rank (overrides measure.trace)");
+}
+
+// A first word that is neither an option nor a command is a misspelt command: say which was meant.
+bool unknown_command(int argc, char** argv, const CLI::App& app) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  const std::string word = argv[1];
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  const std::string hint = trainbench::closest_match(word, names);
+  trainbench::log_error("unknown command '" + word + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                        " Commands: " + trainbench::join(names, ", ") + " (trainbench --help)");
+  return true;
 }
 
 }  // namespace
@@ -43,15 +62,17 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "print versions of trainbench, LibTorch, CUDA, cuDNN and NVTX status");
 
   run_request top;
-  add_run_options(app, top, false);
+  add_run_options(app, top, false, true);
 
   run_request run_req;
   auto* run = app.add_subcommand("run", "run a profile and write a report");
-  add_run_options(*run, run_req, true);
+  add_run_options(*run, run_req, true, true);
+  // The ladder's own: each round of a rung is a fresh `run` that pools its windows here.
+  run->add_option("--pool-state", run_req.pool_state, "")->group("");
 
   run_request data_req;
   auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
-  add_run_options(*bench_data, data_req, true);
+  add_run_options(*bench_data, data_req, true, false);
 
   bottleneck_request neck;
   auto* bottleneck =
@@ -64,7 +85,7 @@ int main(int argc, char** argv) {
   bottleneck->add_option("--alpha", neck.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
   bottleneck->add_option("--trace", neck.trace,
                          "trace of the loop (Chrome trace-event JSON); the ceiling's goes beside it, -ceiling added");
-  bottleneck->add_flag("--quiet,-q", neck.quiet, "only warnings and the verdict");
+  bottleneck->add_flag("--quiet,-q", neck.quiet, quiet_help);
 
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "check profiles; one line per error");
@@ -100,9 +121,14 @@ int main(int argc, char** argv) {
   ladder_request lad;
   auto* ladder = app.add_subcommand("ladder", "run profiles in order and print the optimisation ladder");
   ladder->add_option("profiles", lad.inputs, "a folder of profiles or profile files")->required();
-  ladder->add_option("--out,-o", lad.out, "folder for reports, ladder.md and ladder.svg (default reports/ladder)");
+  ladder->add_option("--out,-o", lad.out,
+                     "folder for reports, ladder.md and ladder.svg (default reports/<the profiles' folder name>)");
   ladder->add_option("--set", lad.sets, "override a key in every rung: key.path=value (repeatable)");
-  ladder->add_flag("--quiet,-q", lad.quiet, "less output per rung");
+  ladder->add_option("--rounds", lad.rounds,
+                     "rounds of every rung, each rung a fresh process per round, interleaved (default 3)");
+  ladder->add_flag("--shuffle", lad.shuffle, "a new random order of the rungs in every round (random interleaving)");
+  ladder->add_option("--shuffle-seed", lad.shuffle_seed, "seed of --shuffle's orders (default 1)");
+  ladder->add_flag("--quiet,-q", lad.quiet, quiet_help);
 
   timeline_request tl;
   auto* timeline = app.add_subcommand("timeline", "draw a few batches of a --trace file as a Gantt chart (SVG)");
@@ -119,6 +145,7 @@ int main(int argc, char** argv) {
   logits->add_option("--input", logits_req.input, "N x 3 x H x W float32 tensor saved by torch.save")->required();
   logits->add_option("--out,-o", logits_req.out, "where the logits go (torch.load-able)")->required();
 
+  if (unknown_command(argc, argv, app)) return exit_code::bad_input;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,6 +154,8 @@ int main(int argc, char** argv) {
   }
 
   const std::string command_line = joined_command_line(argc, argv);
+  // -q before the command means the same as after it.
+  for (bool* quiet : {&run_req.quiet, &data_req.quiet, &neck.quiet, &lad.quiet}) *quiet = *quiet || top.quiet;
   try {
     if (version) {
       std::cout << version_text();

@@ -48,6 +48,11 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
     ineffective(p.backend.cuda_graph, "backend.cuda_graph", why);
     ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
     ineffective(p.backend.tf32, "backend.tf32", why);
+    // Not ineffective (it runs, and --strict allows it), but rarely what anyone wants measured.
+    if (p.train.amp == amp_mode::fp16)
+      e.notes.push_back(
+          "train.amp: fp16 on a CPU: most CPUs have no fast fp16 kernels, so autocast runs many times slower than "
+          "fp32, and the loss scaler skips steps while it backs off; bf16 is the CPU's mixed precision");
   } else {
     const bool no_host_data = p.data.source == data_source::device_synthetic;
     ineffective(no_host_data && p.data.pin_memory, "data.pin_memory", "device-synthetic data never leaves the device");

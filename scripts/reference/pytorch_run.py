@@ -22,6 +22,7 @@ import datetime
 import gzip
 import hashlib
 import json
+import math
 import os
 import pickle
 import platform
@@ -251,6 +252,10 @@ def main():
         torch.set_num_threads(p["threads"])
     d, t, tr, be, m = p["data"], p["train"], p["transfer"], p["backend"], p["measure"]
     notes = []
+    if args.data_only and not m.get("min_window_s"):
+        # As trainbench bench-data: a few loader batches would time the clock more than the loader.
+        m["min_window_s"] = 0.1
+        notes.append("bench-data: measure.min_window_s 0 taken as 0.1 s")
     if on_cuda:
         torch.backends.cudnn.benchmark = be["cudnn_benchmark"]
         torch.backends.cuda.matmul.allow_tf32 = be["tf32"]
@@ -361,24 +366,51 @@ def main():
             noisy = flag.item() > 0
         stop["by"] = "max_repeats" if noisy else "target_cv"
         return noisy and len(windows) < m["max_repeats"]
+    def timed_window(batches, record):
+        sync()
+        if job:
+            dist.barrier()
+        start = time.perf_counter()
+        for _ in range(batches):
+            one(record)
+        sync()
+        return time.perf_counter() - start
+
+    def calibrated_batches():
+        # measure.min_window_s, as trainbench's runner: unrecorded windows grow the count (20% past
+        # the minimum, at most 10x at a time) until one lasts that long; ranks take the largest.
+        n, least = m["measured_batches"], m.get("min_window_s", 0.0)
+        if not least:
+            return n
+        for _ in range(13):
+            el = timed_window(n, False)
+            want = n if el >= least else min(10 * n, math.ceil(1.2 * n * least / el) if el > 0 else 10 * n)
+            if job:
+                t = torch.tensor([float(want)], device=device if job["backend"] == "nccl" else "cpu")
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                want = int(t.item())
+            if want <= n:
+                break
+            n = want
+        return n
+
+    window_batches = m["measured_batches"]
+    # Without a model the DataLoader's workers have prefetched before the first batch is asked
+    # for; trainbench's warmup takes those first, and so does this.
+    prefetched = 0 if step or not d["workers"] else d["workers"] * d["prefetch_factor"]
     try:
-        for i in range(m["warmup_batches"]):
+        for i in range(m["warmup_batches"] + prefetched):
             one(False)
             if i == 0 and step:
                 loss_first = state["loss"].item()
+        window_batches = calibrated_batches()
         while len(windows) < m["repeats"] or more_windows():
-            sync()
-            if job:
-                dist.barrier()
-            start = time.perf_counter()
-            for _ in range(m["measured_batches"]):
-                one(True)
-            sync()
-            el = time.perf_counter() - start
-            n = batch * m["measured_batches"]
+            el = timed_window(window_batches, True)
+            n = batch * window_batches
             windows.append({"samples": n, "elapsed_s": el, "samples_per_s": n / el})
     except KeyboardInterrupt:
         status, error = "interrupted", {"kind": "interrupted", "message": "interrupted by signal"}
+        stop["by"] = "interrupted"
     per_rank = None
     if job:
         windows, per_rank = job_windows(job, windows)
@@ -393,6 +425,12 @@ def main():
             sd = statistics.stdev(v) if len(v) > 1 else 0.0
             s.update(min=min(v), max=max(v), stdev=sd, cv=sd / s["mean"] if s["mean"] else 0.0, n=len(v), unit="samples/s")
         return s
+
+    def noise(v):  # trainbench's results.noise: cv at 10% and 25%
+        if not v:
+            return None
+        cv = summ(v, True)["cv"] if len(v) > 1 else 0.0
+        return "ok" if cv <= 0.10 else "noisy" if cv <= 0.25 else "very_noisy"
 
     distributed = None
     if job:
@@ -438,18 +476,20 @@ def main():
         "model": {"arch": p["model"]["arch"], "parameters": params, "input_shape": [3, d["image_size"], d["image_size"]],
                   "forward_flops_per_sample": forward_flops},
         "measure": {"warmup_batches": m["warmup_batches"], "measured_batches": m["measured_batches"], "repeats": m["repeats"],
-                    "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02)},
+                    "max_repeats": m.get("max_repeats", 0), "target_cv": m.get("target_cv", 0.02),
+                    "min_window_s": m.get("min_window_s", 0.0)},
         "results": {
-            "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"],
+            "samples_per_s": summ(rates, True), "repeats": windows, "warmup_batches_done": m["warmup_batches"] + prefetched,
+            "window_batches": window_batches,
             "stopped_by": stop["by"],
+            "noise": noise(rates),
             "stages_s": {"data_wait": summ(waits, False)}, "h2d_overlap_share": None,
             "memory": {"device_peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if on_cuda else None,
                        "device_peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if on_cuda else None,
                        "host_peak_rss_bytes": None},
-            "telemetry": {"source": "none", "samples": 0, "gpu_util_pct_mean": None, "mem_util_pct_mean": None,
-                          "sm_clock_mhz_mean": None, "power_w_mean": None, "throttle_reasons_seen": None},
+            "telemetry": None,
             "loss": {"first": loss_first, "last": state["loss"].item() if step and state["loss"] is not None else None},
-            "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale() if step and scaler_on else None},
+            "amp": {"skipped_steps": None, "loss_scale": scaler.get_scale()} if step and scaler_on else None,
             "distributed": distributed,
             "compute": compute_block(forward_flops, rates, job["world"] if job else 1),
         },

@@ -121,3 +121,10 @@ TEST_CASE("merging ranks: a window one rank lacks is not reported") {
   merge_ranks(r0, {pack_rank(r0, 2), pack_rank(r1, 2)}, 2);
   CHECK(r0.windows.size() == 1);
 }
+
+TEST_CASE("a ladder's run under a launcher keys its rendezvous apart, and alone the prefix means nothing") {
+  const launch_info l = read_launch(env_of(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {ladder_store_variable, "ladder/round_2/rung_0"}}));
+  CHECK(l.store_prefix == "ladder/round_2/rung_0");
+  CHECK(read_launch(env_of({{ladder_store_variable, "ladder/round_1/rung_0"}})).store_prefix.empty());
+}

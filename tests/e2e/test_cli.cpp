@@ -141,6 +141,7 @@ TEST_CASE("Ctrl-C leaves a valid report with status interrupted and exit 130") {
   CHECK(j["status"] == "interrupted");
   CHECK(j["error"]["kind"] == "interrupted");
   CHECK(j["results"]["warmup_batches_done"] == 1);
+  CHECK(j["results"]["stopped_by"] == "interrupted");
 }
 
 TEST_CASE("bench-data measures the loader alone") {
@@ -154,6 +155,9 @@ TEST_CASE("bench-data measures the loader alone") {
   CHECK(j["results"]["stages_s"].contains("data_wait"));
   CHECK_FALSE(j["results"]["stages_s"].contains("forward"));
   CHECK(j["model"]["parameters"] == 0);
+  // The profile's windows are sized for a training step; a loader's get a floor.
+  CHECK(j["measure"]["min_window_s"] == 0.1);
+  CHECK(j["effective"]["notes"].dump().find("min_window_s 0 taken as 0.1 s") != std::string::npos);
 }
 
 TEST_CASE("make-dataset, then a cifar10 run reports generated data") {

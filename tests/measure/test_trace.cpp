@@ -43,7 +43,7 @@ void record_two_batches(const fs::path& file) {
   const std::int64_t t = steady_now_ns();
   rec.batch_filled(0, 0, 0, t - 500, t - 400);
   rec.batch_ready(0, 0, 1, t - 400);
-  rec.window_begin(0);
+  rec.window_begin(0, 2);
   rec.batch_taken(0, 0, t + 50);
   rec.batch_filled(0, 1, 1, t + 100, t + 600);
   rec.batch_taken(1, 0, t + 1050);
@@ -68,7 +68,7 @@ TEST_CASE("trace recorder: a window's spans, the worker's fills and the arrows b
     rec.batch_filled(0, 0, 0, t - 500, t - 400);  // prefetched before the window: still shown
     rec.batch_ready(0, 0, 1, t - 400);
     rec.batch_filled(0, 9, 1, t - 300, t - 200);  // a batch no window trains: dropped
-    rec.window_begin(0);
+    rec.window_begin(0, 2);
     rec.batch_taken(0, 0, t + 50);
     rec.batch_filled(0, 1, 1, t + 100, t + 600);
     rec.batch_taken(1, 0, t + 1050);
@@ -88,6 +88,32 @@ TEST_CASE("trace recorder: a window's spans, the worker's fills and the arrows b
   CHECK(json.at("otherData").at("windows") == 1);
 }
 
+TEST_CASE("trace recorder: windows longer than measured_batches (measure.min_window_s) keep every batch") {
+  const auto dir = tbtest::scratch("trace-unit-long");
+  const fs::path file = dir / "t.json";
+  {
+    trace_recorder rec(options(file));  // planned for windows of 2
+    const std::int64_t t = steady_now_ns();
+    rec.window_begin(0, 4);
+    window_times w;
+    for (int row = 0; row < 4; ++row) {
+      const std::int64_t b = t + row * 1000;
+      rec.batch_filled(0, row, row % 2, b - 900, b - 800);
+      w.spans.push_back({stage_id::batch, row, span_lane::host, true, b, b + 900});
+      w.spans.push_back({stage_id::forward, row, span_lane::host, true, b + 100, b + 800});
+    }
+    rec.window_end(w);
+    rec.close();
+  }
+  const auto json = tbtest::read_json(file);
+  const auto f = tbtest::check_trace(json);
+  for (const auto& e : f.errors) FAIL_CHECK(e);
+  CHECK(f.stage_n.at("forward") == 4);
+  CHECK(f.load_spans.at("fill") == 4);
+  CHECK(f.flows == 4);
+  CHECK(json.at("otherData").at("measured_batches") == 4);
+}
+
 TEST_CASE("trace recorder: a full ring loses the oldest events and says how many, and the file stays valid") {
   const auto dir = tbtest::scratch("trace-unit-full");
   const fs::path file = dir / "t.json";
@@ -96,7 +122,7 @@ TEST_CASE("trace recorder: a full ring loses the oldest events and says how many
   {
     trace_recorder rec(o);
     const std::int64_t t = steady_now_ns();
-    rec.window_begin(0);
+    rec.window_begin(0, 2);
     for (std::size_t i = 0; i < capacity + 10; ++i) rec.phase(0, 0, load_phase::read, t, t + 1);
     rec.window_end(two_batches(t));
     rec.close();
@@ -111,7 +137,7 @@ TEST_CASE("trace recorder: a batch still being filled when the run ends leaves n
   const fs::path file = dir / "t.json";
   {
     trace_recorder rec(options(file));
-    rec.window_begin(0);
+    rec.window_begin(0, 2);
     const std::int64_t t = steady_now_ns();
     rec.phase(0, 2, load_phase::read, t, t + 1);  // batch 2's first image; its fill is not done
     rec.window_end(two_batches(t));
@@ -126,7 +152,7 @@ TEST_CASE("trace recorder: without close() the partial file is removed, and an u
   const auto dir = tbtest::scratch("trace-unit-abort");
   {
     trace_recorder rec(options(dir / "t.json"));
-    rec.window_begin(0);
+    rec.window_begin(0, 2);
   }
   CHECK(fs::is_empty(dir));
   tbtest::write_text(dir / "plain", "x");

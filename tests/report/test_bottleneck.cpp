@@ -84,12 +84,17 @@ TEST_CASE("a gap the step's waits do not explain says the input work slows the s
   CHECK(mentions(f.hints, "share the CPU cores"));
 }
 
-TEST_CASE("a loop at its ceiling is compute-bound, with nothing to suggest about input") {
+TEST_CASE("a loop at its ceiling is compute-bound, with nothing to suggest about input, and no CUDA graph on a CPU") {
   const std::vector<double> same{100.3, 99.8, 100.1, 99.6, 100.4, 100.0};
   const auto f = judge_bottleneck(windows(same, steady), profile{}, 3.0, 0.05);
   CHECK(f.result == bound::compute);
   CHECK(f.hints.empty());
   CHECK(f.explanation.find("faster loading would not help") != std::string::npos);
+  CHECK(f.explanation.find("cuda_graph") == std::string::npos);  // a CPU run has no CUDA graph to try
+
+  bottleneck_input gpu = windows(same, steady);
+  gpu.cuda = true;
+  CHECK(judge_bottleneck(gpu, profile{}, 3.0, 0.05).explanation.find("cuda_graph") != std::string::npos);
 }
 
 TEST_CASE("noisy or too few windows give no verdict, and a loop above its ceiling is flagged") {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
 
 using namespace trainbench;
@@ -32,13 +33,31 @@ bool well_formed_xml(const std::string& s, int& bars) {
   }
   return stack.empty();
 }
+std::string read(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string row_of(const std::string& md, const std::string& rung) {
+  const auto at = md.find("| " + rung + " |");
+  return at == std::string::npos ? "" : md.substr(at, md.find('\n', at) - at);
+}
+
 }  // namespace
 
 TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
-  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, "", {}},
-                                 {"01-workers", "8 workers", 150.0, "", {}},
-                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory", {}},
-                                 {"03-amp", "fp16 | autocast", 300.0, "", {}}};
+  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, "", {}, {}, {}, false},
+                                 {"01-workers", "8 workers", 150.0, "", {}, {}, {}, false},
+                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory", {}, {}, {}, false},
+                                 {"03-amp", "fp16 | autocast", 300.0, "", {}, {}, {}, false}};
   const std::string md = ladder_markdown(rungs);
   CHECK(md.find("| 01-workers | 8 workers | 150.0 | +50.0% | +50.0% |") != std::string::npos);
   CHECK(md.find("failed: CUDA out of memory") != std::string::npos);
@@ -49,9 +68,9 @@ TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
 }
 
 TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have the windows for one") {
-  ladder_rung a{"00-baseline", "base", 100.0, "", {99, 100, 101, 100.5, 99.5}};
-  ladder_rung b{"01-workers", "8 workers", 150.0, "", {149, 150, 151, 150.5, 149.5}};
-  ladder_rung c{"02-pin", "pinned", 151.0, "", {151, 152}};  // 5 vs 2 windows: P(U = 0) = 1/21, no 95% interval
+  ladder_rung a{"00-baseline", "base", 100.0, "", {99, 100, 101, 100.5, 99.5}, {}, {}, false};
+  ladder_rung b{"01-workers", "8 workers", 150.0, "", {149, 150, 151, 150.5, 149.5}, {}, {}, false};
+  ladder_rung c{"02-pin", "pinned", 151.0, "", {151, 152}, {}, {}, false};  // 5 vs 2: P(U = 0) = 1/21, no 95% interval
   const std::string md = ladder_markdown({a, b, c});
   const auto row = [&](const std::string& rung) {
     const auto at = md.find("| " + rung + " |");
@@ -65,11 +84,52 @@ TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have
   CHECK(row("02-pin").find("[") == std::string::npos);
 }
 
-TEST_CASE("ladder runs the CPU profiles in natural order and writes md and svg") {
+TEST_CASE("noisy rungs are flagged at cv 10% and 25%, and rungs whose switches did nothing are marked") {
+  ladder_rung quiet{"00-base", "base", 100.0, "", {99, 100, 101}, {}, {}, false};
+  ladder_rung noisy{"01-noisy", "noisy", 100.0, "", {85, 100, 115}, {}, {}, false};  // cv 15%
+  ladder_rung wild{"02-wild", "wild", 66.0, "", {296, 7, 66}, {}, {}, false};        // cv 124%
+  ladder_rung graph{"03-graph",
+                    "CUDA graph",
+                    100.0,
+                    "",
+                    {100, 100, 100},
+                    {"on the CPU (no CUDA device here)"},
+                    {"backend.cuda_graph: requested but ineffective: the device is cpu"},
+                    true};
+  const std::string md = ladder_markdown({quiet, noisy, wild, graph});
+  INFO(md);
+  CHECK(row_of(md, "00-base").find("cv") == std::string::npos);
+  CHECK(row_of(md, "01-noisy").find("| 100.0 (cv 15%) |") != std::string::npos);
+  CHECK(row_of(md, "02-wild").find("| 66.0 (cv 124%: unreliable) |") != std::string::npos);
+  CHECK(row_of(md, "03-graph").find("on the CPU (no CUDA device here); **no effect here**: backend.cuda_graph") !=
+        std::string::npos);
+  int bars = 0;
+  const std::string svg = ladder_svg({quiet, noisy, wild, graph}, "t");
+  CHECK(well_formed_xml(svg, bars));
+  CHECK(svg.find("class=\"bar no-effect\"") != std::string::npos);
+  CHECK(svg.find("(no effect here)") != std::string::npos);
+}
+
+TEST_CASE("the chart is wide enough for its longest labels") {
+  ladder_rung top{"07-stream-overlap-with-a-long-name", "x", 31730.4, "", {}, {}, {}, false};
+  const std::string svg = ladder_svg({top}, "trainbench ladder");
+  auto number_after = [&](const std::string& what, std::size_t from = 0) {
+    return std::stoi(svg.substr(svg.find(what, from) + what.size()));
+  };
+  const int width = number_after("width=\"", svg.find("<svg"));
+  // The bar spans the chart; its label starts after it and must end inside the picture.
+  const int value_x = number_after("<text class=\"value\" x=\"");
+  CHECK(value_x + 8 * static_cast<int>(std::string("31730.4 samples/s").size()) <= width);
+  const int name_x = number_after("<text class=\"name\" x=\"");
+  CHECK(name_x >= 8 * static_cast<int>(top.rung.size()));  // right-aligned at x: fits left of it
+  CHECK(count(svg, "<g class=\"rung\"") == 1);
+}
+
+TEST_CASE("ladder runs the CPU profiles in natural order, in rounds of fresh processes, and writes md and svg") {
   const auto dir = tbtest::scratch("ladder");
   const auto r = tbtest::run_cli(
-      "ladder configs/cpu --out '" + dir.string() +
-      "' --quiet --set measure.warmup_batches=1 --set measure.measured_batches=1 --set measure.repeats=1"
+      "ladder configs/cpu --rounds 1 --out '" + dir.string() +
+      "' --quiet --set measure.warmup_batches=1 --set measure.measured_batches=1 --set measure.repeats=2"
       " --set data.image_size=16 --set train.batch_size=4");
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -80,15 +140,119 @@ TEST_CASE("ladder runs the CPU profiles in natural order and writes md and svg")
   int bars = 0;
   CHECK(well_formed_xml(svg.str(), bars));
   CHECK(bars == static_cast<int>(profiles.size()));
-  std::ifstream md_in(dir / "ladder.md");
-  std::stringstream md;
-  md << md_in.rdbuf();
+  CHECK(count(svg.str(), "<g class=\"rung\"") == profiles.size());
+  const std::string md = read(dir / "ladder.md");
   for (const auto& p : profiles) {
     const auto stem = std::filesystem::path(p).stem().string();
-    CHECK(md.str().find("| " + stem + " |") != std::string::npos);
-    CHECK(std::filesystem::exists(dir / (stem + ".json")));
+    INFO(stem);
+    CHECK(md.find("| " + stem + " |") != std::string::npos);
+    const auto report = tbtest::read_json(dir / (stem + ".json"));
+    CHECK(tbtest::schema_errors(report).empty());
+    // Measured by a `run` of its own, not inside the ladder's process.
+    CHECK(report["results"]["repeats"].size() == 2);
+    const std::string command = report["context"]["command_line"];
+    CHECK(command.find(" run --config configs/cpu/" + stem + ".yaml") != std::string::npos);
+    CHECK(command.find("--pool-state") != std::string::npos);
   }
-  CHECK(r.output.find("vs previous") != std::string::npos);
+  // --set is shown where it changes what a rung's file says: 01-batch-32 ran at batch 4.
+  CHECK(md.find("train.batch_size 32 -> 4") != std::string::npos);
+  // ... and so the rung is a rerun of the one before, which the table says.
+  CHECK(md.find("**no effect here**: the same work as 00-baseline once --set is applied") != std::string::npos);
+  CHECK(md.find("1 round(s), each round a fresh process") != std::string::npos);
+  CHECK(r.output.find("ladder.md") != std::string::npos);    // -q still says where the results are
+  CHECK(r.output.find("vs previous") == std::string::npos);  // but not the table
+}
+
+TEST_CASE("the same profile twice in one ladder is SAME, never FASTER or SLOWER") {
+  // Why this cannot flake, on any machine and under any load: each copy runs in 8 fresh
+  // processes, and every round runs the two in a new random order. Nothing is carried from one
+  // process to the next, so whatever the machine does (other jobs, clock changes, a slow
+  // moment) falls on either copy with the same chance: the two sets of windows are
+  // exchangeable. FASTER or SLOWER needs both a Mann-Whitney p below 0.001, which exchangeable
+  // windows reach with probability 0.001 at most (8 against 8 can reach 1.6e-4), and medians
+  // more than 10% apart. Were windows carried over between rungs (one process for the whole
+  // ladder), the copy measured second would pay for what the first left behind in every round.
+  const auto dir = tbtest::scratch("ladder-twice");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/1-first.yaml", "extends: ../tiny.yaml\nname: copy-a\n");
+  tbtest::write_text(dir / "rungs/2-again.yaml", "extends: ../tiny.yaml\nname: copy-b\n");
+  const auto r = tbtest::run_cli("ladder '" + (dir / "rungs").string() + "' --out '" + (dir / "out").string() +
+                                 "' --rounds 8 --shuffle --quiet --set measure.repeats=1"
+                                 " --set measure.min_window_s=0.05");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto windows = [&](const char* rung) {
+    std::vector<double> out;
+    const auto report = tbtest::read_json(dir / "out" / rung);
+    for (const auto& w : report["results"]["repeats"]) out.push_back(w["samples_per_s"].get<double>());
+    return out;
+  };
+  pair_row row;
+  row.base = windows("1-first.json");
+  row.candidate = windows("2-again.json");
+  REQUIRE(row.base.size() == 8);
+  REQUIRE(row.candidate.size() == 8);
+  const pair_row judged = judge(row, 10.0, 0.001);
+  INFO(judged.reason);
+  CHECK(judged.result != verdict::faster);
+  CHECK(judged.result != verdict::slower);
+  CHECK(read(dir / "out/ladder.md").find("**no effect here**: the same work as 1-first |") != std::string::npos);
+}
+
+TEST_CASE("without --out a ladder writes to reports/<the profiles' folder>, so ladders keep their results") {
+  const auto dir = tbtest::scratch("ladder-default-out");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "my-rungs/1-a.yaml", "extends: ../tiny.yaml\nname: a\n");
+  const auto r = tbtest::run_shell("cd '" + dir.string() + "' && \"$TB\" ladder my-rungs --rounds 1 --quiet");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(std::filesystem::exists(dir / "reports/my-rungs/1-a.json"));
+  CHECK(std::filesystem::exists(dir / "reports/my-rungs/ladder.md"));
+}
+
+TEST_CASE("a ladder whose binary is rebuilt (deleted) meanwhile still runs every rung with the binary it started as") {
+  const auto dir = tbtest::scratch("ladder-rebuilt");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/1-a.yaml", "extends: ../tiny.yaml\nname: a\n");
+  tbtest::write_text(dir / "rungs/2-b.yaml", "extends: ../tiny.yaml\nname: b\n");
+  const std::filesystem::path copy = dir / "tb-copy";
+  std::filesystem::copy_file(tbtest::exe(), copy);
+  // The copy is removed as soon as the ladder runs from it, as a relink does: the rungs still
+  // to come (here at least the second round's) must start all the same.
+  const auto r = tbtest::run_shell(
+      "cd '" + dir.string() + "' || exit 2; ./tb-copy ladder rungs --rounds 2 --quiet --out out & pid=$!;" +
+      " for i in $(seq 1000); do case $(readlink /proc/$pid/exe) in *tb-copy) break;; esac;" +
+      " sleep 0.01; done; rm '" + copy.string() + "'; wait $pid");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("cannot start") == std::string::npos);
+  CHECK(std::filesystem::exists(dir / "out/ladder.md"));
+  CHECK(tbtest::read_json(dir / "out/2-b.json")["results"]["repeats"].size() == 2 * 2);
+}
+
+TEST_CASE("Ctrl-C during a ladder: exit 130, every rung it did not finish says interrupted, no table") {
+  const auto dir = tbtest::scratch("ladder-interrupt");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/1-quick.yaml", "extends: ../tiny.yaml\nname: quick\n");
+  tbtest::write_text(dir / "rungs/2-long.yaml",
+                     "extends: ../tiny.yaml\nname: long\nmeasure: {measured_batches: 100000}\n");
+  const std::string log = (dir / "ladder.log").string();
+  // The second rung's warmup line means the first rung has finished its first round.
+  const auto r = tbtest::run_shell("\"$TB\" ladder '" + (dir / "rungs").string() + "' --rounds 2 --out '" +
+                                   (dir / "out").string() + "' > '" + log + "' 2>&1 & p=$!; i=0; " +
+                                   "until [ \"$(grep -c 'warmup:' '" + log + "')\" -ge 2 ] || [ $i -ge 1200 ]; " +
+                                   "do sleep 0.1; i=$((i+1)); done; kill -INT $p; wait $p; echo rc=$?");
+  INFO(r.output << read(log));
+  CHECK(r.output.find("rc=130") != std::string::npos);
+  const auto quick = tbtest::read_json(dir / "out/1-quick.json");
+  CHECK(quick["status"] == "interrupted");  // one of its two rounds
+  CHECK(quick["results"]["stopped_by"] == "interrupted");
+  CHECK(quick["results"]["repeats"].size() == 2);
+  const auto long_rung = tbtest::read_json(dir / "out/2-long.json");
+  CHECK(long_rung["status"] == "interrupted");
+  CHECK(long_rung["error"]["kind"] == "interrupted");
+  CHECK(tbtest::schema_errors(long_rung).empty());
+  CHECK_FALSE(std::filesystem::exists(dir / "out/ladder.md"));
 }
 
 TEST_CASE("a failing rung is shown as failed with its reason and the ladder carries on") {

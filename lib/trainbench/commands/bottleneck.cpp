@@ -90,6 +90,7 @@ void share_failure(bottleneck_side& s, const bottleneck_side& other) {
 void finish_side(bottleneck_side& s, const std::string& other, int rounds, int& code) {
   if (s.run) s.in.result = s.run->result();
   if (s.pipe && s.pipe->trace) code = close_trace(*s.pipe->trace, s.in, code);
+  if (s.in.status != "ok") s.in.result.stopped_by = s.in.status;  // "error" or "interrupted"
   // The report holds every round's windows (with noise-based stopping, rounds may differ).
   if (!s.in.result.windows.empty()) {
     s.in.prof.measure.repeats = static_cast<int>(s.in.result.windows.size());
@@ -139,6 +140,7 @@ int bottleneck_command(const bottleneck_request& req) {
   if (read_launch(process_environment()).launcher != "none")
     throw input_error("bottleneck runs in one process; start it without torchrun or srun");
   const fs::path out = req.out.empty() ? fs::path("reports/bottleneck") / p.name : fs::path(req.out);
+  check_writable_folder(out, "--out");
   fs::remove(out / "bottleneck.json");  // never leave an earlier verdict beside new reports
   set_log_quiet(req.quiet);
   install_interrupt_handler();
@@ -161,12 +163,15 @@ int bottleneck_command(const bottleneck_request& req) {
       if (s.in.status != "ok") log_error(s.in.prof.name + ": " + s.in.status + ": " + s.in.error_message);
     return code;
   }
+  for (const auto& s : sides) warn_about_result(s.in);
   const bottleneck_input b = verdict_input(sides, req.rounds);
   const bottleneck_finding f = judge_bottleneck(b, p, req.threshold_pct, req.alpha);
   write_file_atomic(out / "bottleneck.json", bottleneck_json(f, b, p.name).dump(2) + "\n");
-  std::cout << format_bottleneck(f, b, p.name);
-  for (const auto& n : sides[0].in.effective.notes) std::cout << "  note        " << n << "\n";
-  log_info("reports written to " + out.string() + "/{loop,ceiling,bottleneck}.json");
+  if (!req.quiet) {
+    std::cout << format_bottleneck(f, b, p.name);
+    for (const auto& n : sides[0].in.effective.notes) std::cout << "  note        " << n << "\n";
+  }
+  log_result("reports written to " + out.string() + "/{loop,ceiling,bottleneck}.json");
   return exit_code::ok;
 }
 

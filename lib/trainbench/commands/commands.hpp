@@ -1,5 +1,6 @@
 #pragma once
 // What each subcommand does, so the executable only wires the command line to these.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ struct run_request {
   bool quiet = false;
   bool strict = false;
   bool data_only = false;  // bench-data: loader and transfer, no model
+  std::string pool_state;  // ladder rounds: pool with the rounds recorded in this file, and add this one
   std::string command_line;
 };
 
@@ -42,7 +44,21 @@ struct logits_request {
   std::string input, out;
 };
 
+// ladder: the rungs (a folder of profiles, or profile files) in rounds, each rung and round a
+// fresh `run` process, then the table (ladder.md) and chart (ladder.svg) of the pooled windows.
+struct ladder_request {
+  std::vector<std::string> inputs;
+  std::string out;  // default reports/<the first input's folder name>
+  std::vector<std::string> sets;
+  int rounds = 3;
+  bool shuffle = false;  // a new random rung order in every round (random interleaving)
+  std::uint64_t shuffle_seed = 1;
+  bool quiet = false;
+  std::string command_line;
+};
+
 int run_command(const run_request& request);
+int ladder_command(const ladder_request& request);
 int bottleneck_command(const bottleneck_request& request);
 int validate_command(const std::vector<std::string>& files);
 int show_command(const std::string& config, const std::vector<std::string>& sets);

@@ -5,10 +5,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/data/dataset.hpp"
 #include "trainbench/measure/nvtx.hpp"
+#include "trainbench/measure/progress.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -104,8 +106,8 @@ void print_summary(const report_input& in) {
   std::printf("%s: %s on %s\n", in.prof.name.c_str(), in.status.c_str(), in.effective.device_name.c_str());
   if (!rates.empty()) {
     const summary s = summarize(rates);
-    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s)\n", s.median, s.q1, s.q3, s.n,
-                s.n == 1 ? "" : "s");
+    std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s, cv %.1f%%)\n", s.median, s.q1, s.q3, s.n,
+                s.n == 1 ? "" : "s", 100.0 * s.cv);
   }
   for (int k = 0; k < stage_count; ++k) {
     auto it = r.stages_s.find(stage_name(static_cast<stage_id>(k)));
@@ -119,6 +121,9 @@ void print_summary(const report_input& in) {
   if (r.memory.host_peak_rss_bytes)
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
+  if (r.skipped_steps)
+    std::printf("  fp16 scaler  %lld step%s skipped, loss scale %g\n", static_cast<long long>(*r.skipped_steps),
+                *r.skipped_steps == 1 ? "" : "s", r.loss_scale.value_or(0.0));
   if (r.loader) print_loader(*r.loader);
   print_compute(compute_block(in));
   if (r.dist) print_dist(*r.dist);
@@ -126,17 +131,40 @@ void print_summary(const report_input& in) {
   std::fflush(stdout);
 }
 
+void warn_about_result(const report_input& in) {
+  const auto& r = in.result;
+  std::vector<double> rates;
+  for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
+  const summary s = summarize(rates);
+  const std::string level = noise_level(s);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: samples/s varies by cv %.1f%% over %zu windows", in.prof.name.c_str(),
+                100.0 * s.cv, s.n);
+  if (level == "noisy")
+    log_warn(std::string(buf) +
+             " (above 10%): a busy machine or short windows; more windows (measure.repeats, "
+             "measure.max_repeats) or longer ones (measure.min_window_s) give a steadier number");
+  else if (level == "very_noisy")
+    log_warn(std::string(buf) +
+             " (above 25%): do not trust this number; rerun on a quiet machine with longer windows "
+             "(measure.min_window_s) and more of them");
+  if (r.skipped_steps && *r.skipped_steps > 0)
+    log_warn(in.prof.name + ": the fp16 loss scaler skipped " + std::to_string(*r.skipped_steps) +
+             " optimizer step(s) for inf/nan gradients (results.amp.skipped_steps)");
+}
+
 progress_fn make_progress(bool quiet) {
   if (quiet) return {};
   const bool tty = isatty(STDERR_FILENO) != 0;
-  return [tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
+  auto line = std::make_shared<progress_line>(tty);
+  return [line, tty](const char* phase, std::int64_t done, std::int64_t total, double rate) {
+    const std::string text = line->update(phase, done, total, rate);
+    if (text.empty()) return;
     if (tty) {
-      std::fprintf(stderr, "\r%-8s batch %lld/%lld", phase, static_cast<long long>(done),
-                   static_cast<long long>(total));
-      if (rate > 0) std::fprintf(stderr, "  last window %.1f samples/s", rate);
-      if (done == total) std::fprintf(stderr, "\n");
-    } else if (done == total) {
-      log_info(std::string(phase) + ": " + std::to_string(total) + " batches done");
+      std::fputs(text.c_str(), stderr);
+      std::fflush(stderr);
+    } else {
+      log_info(text);
     }
   };
 }

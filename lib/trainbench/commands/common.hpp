@@ -12,6 +12,8 @@ namespace trainbench {
 
 context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p);
 void print_summary(const report_input& in);
+// Warnings a number needs to be read right: noisy windows (results.noise), skipped fp16 steps.
+void warn_about_result(const report_input& in);
 progress_fn make_progress(bool quiet);
 // Fills the report's status from the exception in flight; returns the exit code.
 int record_failure(report_input& in);

@@ -1,9 +1,11 @@
+#include <filesystem>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/commands/common.hpp"
 #include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/report/pooling.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -12,6 +14,7 @@
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -44,6 +47,24 @@ void gather_ranks(pipeline& pipe, run_result& r) {
   }
 }
 
+// A ladder's round: this run's measurements join the rounds before it (the state file), and the
+// report holds them all.
+report_input pooled_input(const report_input& in, const std::string& state) {
+  if (state.empty()) return in;
+  std::vector<run_result> rounds = read_rounds(state);
+  rounds.push_back(in.result);
+  write_rounds(state, rounds);
+  report_input out = in;
+  out.result = pool_rounds(rounds);
+  out.effective.notes.push_back("ladder: the windows of " + std::to_string(rounds.size()) +
+                                " round(s), each a fresh process, the rungs interleaved");
+  return out;
+}
+
+// bench-data: a loader batch takes microseconds where a training step takes milliseconds, so
+// the windows a profile sets for its step would time little more than a clock read.
+constexpr double loader_min_window_s = 0.1;  // the note in run_command says 0.1
+
 }  // namespace
 
 int run_command(const run_request& req) {
@@ -51,6 +72,8 @@ int run_command(const run_request& req) {
   // written: exit 2, no report.
   loaded_profile lp = load_profile(req.config, req.sets);
   if (!req.trace.empty()) lp.value.measure.trace = req.trace;
+  const bool loader_floor = req.data_only && lp.value.measure.min_window_s == 0;
+  if (loader_floor) lp.value.measure.min_window_s = loader_min_window_s;
   const profile& p = lp.value;
   build_options bo;
   bo.strict = req.strict;
@@ -60,8 +83,10 @@ int run_command(const run_request& req) {
   const std::string path_template = req.out.empty() ? report_path_for(p) : req.out;
   const std::string report_path = replace_all(path_template, "{rank}", std::to_string(bo.launch.rank));
   const bool writes_report = bo.launch.rank == 0 || path_template.find("{rank}") != std::string::npos;
+  if (writes_report)
+    check_writable_folder(fs::path(report_path).parent_path(), req.out.empty() ? "report.path" : "--out");
   std::optional<double> baseline;
-  if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, per_rank_workload_hash(p));
+  if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, p);
   set_log_quiet(req.quiet || bo.launch.rank != 0);
 
   report_input in;
@@ -72,6 +97,10 @@ int run_command(const run_request& req) {
   int code = exit_code::ok;
   std::optional<pipeline> pipe = build_for_report(lp, p, bo, in, code);
   in.context = full_context(req.command_line, in.effective, p);
+  if (loader_floor)
+    in.effective.notes.push_back(
+        "bench-data: measure.min_window_s 0 taken as 0.1 s (windows of a few loader "
+        "batches would time the clock more than the loader)");
   if (pipe) {
     log_settings(p, in.effective);
     runner run(*pipe, p.measure, make_progress(req.quiet || bo.launch.rank != 0));
@@ -82,6 +111,7 @@ int run_command(const run_request& req) {
     }
     in.result = run.result();
     if (pipe->trace) code = close_trace(*pipe->trace, in, code);
+    if (code != exit_code::ok) in.result.stopped_by = in.status;  // "error" or "interrupted"
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
       const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
       try {
@@ -101,10 +131,12 @@ int run_command(const run_request& req) {
       }
     }
   }
-  if (writes_report) write_file_atomic(report_path, make_report(in).dump(2) + "\n");
+  if (writes_report) write_file_atomic(report_path, make_report(pooled_input(in, req.pool_state)).dump(2) + "\n");
   if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
+  if (bo.launch.rank == 0) warn_about_result(in);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
-  if (writes_report) log_info("report written to " + report_path);
+  // Under a ladder (a pool state), the ladder says where its reports are.
+  if (writes_report) (req.pool_state.empty() ? log_result : log_info)("report written to " + report_path);
   return code;
 }
 

@@ -27,13 +27,10 @@ std::string version_text() {
 int validate_command(const std::vector<std::string>& files) {
   int failures = 0;
   for (const auto& f : files) {
-    try {
-      load_profile(f);
-      std::cout << f << ": ok\n";
-    } catch (const config_error& e) {
-      std::cout << e.what() << "\n";
-      ++failures;
-    }
+    const auto errors = profile_errors(f);
+    for (const auto& e : errors) std::cout << e.what() << "\n";
+    if (errors.empty()) std::cout << f << ": ok\n";
+    failures += errors.empty() ? 0 : 1;
   }
   return failures ? exit_code::bad_input : exit_code::ok;
 }

@@ -88,6 +88,7 @@ struct measure_config {
   int repeats = 1;          // windows; the minimum when max_repeats is set
   int max_repeats = 0;      // 0: exactly `repeats`; else add windows until target_cv or this many
   double target_cv = 0.02;  // stdev / mean of the windows' samples/s at which adding windows stops
+  double min_window_s = 0;  // 0: measured_batches per window; else more batches until a window lasts this long
   nvtx_level nvtx = nvtx_level::batch;
   std::string trace;  // Chrome trace-event JSON of every measured batch ("" off; {rank}: one file per rank)
 };

@@ -429,6 +429,7 @@ void visit(V& v, profile& p) {
     v.field("repeats", p.measure.repeats);
     v.field("max_repeats", p.measure.max_repeats);
     v.field("target_cv", p.measure.target_cv);
+    v.field("min_window_s", p.measure.min_window_s);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
     v.field("trace", p.measure.trace);
   });
@@ -507,6 +508,8 @@ void validate(const reader& r, const profile& p) {
           "must be 0 (exactly measure.repeats windows) or >= measure.repeats (" + std::to_string(p.measure.repeats) +
               "), got " + std::to_string(p.measure.max_repeats));
   require(p.measure.target_cv > 0, "measure.target_cv", "must be > 0");
+  require(p.measure.min_window_s >= 0 && p.measure.min_window_s <= 3600, "measure.min_window_s",
+          "must be in [0, 3600] seconds (0: measure.measured_batches per window)");
   require(!p.report.path.empty(), "report.path", "must not be empty");
   require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");
@@ -546,6 +549,42 @@ void apply_source_defaults(const origin_map& origins, profile& p) {
 
 }  // namespace
 
+namespace {
+
+// An input path written in a profile file is relative to that file (where the reader of the
+// file looks), one given with --set to the working directory (where the shell is).
+void resolve_input_path(std::string& path, const std::string& key, const origin_map& origins) {
+  if (path.empty() || fs::path(path).is_absolute()) return;
+  auto it = origins.find(key);
+  if (it == origins.end() || it->second.file.rfind("--set ", 0) == 0) return;
+  path = (fs::path(it->second.file).parent_path() / path).lexically_normal().string();
+}
+
+profile read_profile(const YAML::Node& root, const origin_map& origins, const fs::path& file) {
+  profile p;
+  reader r(root, origins, file.string());
+  visit(r, p);
+  r.finish();
+  apply_source_defaults(origins, p);
+  resolve_input_path(p.data.path, "data.path", origins);
+  resolve_input_path(p.model.weights, "model.weights", origins);
+  validate(r, p);
+  return p;
+}
+
+// Removes a dotted key from the tree, so that the next read sees its default.
+bool remove_key(const YAML::Node& root, const std::string& key) {
+  const auto parts = split(key, '.');
+  YAML::Node node = root;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node.IsMap() || !node[parts[i]]) return false;
+    node.reset(node[parts[i]]);  // re-point the handle; operator= would overwrite the node
+  }
+  return node.IsMap() && node.remove(parts.back());
+}
+
+}  // namespace
+
 loaded_profile load_profile(const fs::path& file, const std::vector<std::string>& sets) {
   origin_map origins;
   loaded_profile out;
@@ -553,12 +592,32 @@ loaded_profile load_profile(const fs::path& file, const std::vector<std::string>
   YAML::Node root = load_chain(file, origin{file.string(), -1, -1}, out.chain, origins);
   check_not_empty(root, file);
   for (const auto& s : sets) apply_set(root, s, origins);
-  reader r(root, origins, file.string());
-  visit(r, out.value);
-  r.finish();
-  apply_source_defaults(origins, out.value);
-  validate(r, out.value);
+  out.value = read_profile(root, origins, file);
   return out;
+}
+
+std::vector<config_error> profile_errors(const fs::path& file) {
+  std::vector<config_error> errors;
+  origin_map origins;
+  std::vector<std::string> chain;
+  YAML::Node root;
+  try {
+    root = load_chain(file, origin{file.string(), -1, -1}, chain, origins);
+    check_not_empty(root, file);
+  } catch (const config_error& e) {
+    return {e};  // unreadable YAML or extends, or no key at all: nothing further to check
+  }
+  // Each error's key is taken out and the rest read again, until the profile reads cleanly or
+  // an error cannot be taken out (then it is the last one worth reporting).
+  for (;;) {
+    try {
+      read_profile(root, origins, file);
+      return errors;
+    } catch (const config_error& e) {
+      errors.push_back(e);
+      if (e.key().empty() || !remove_key(root, e.key()) || errors.size() >= 100) return errors;
+    }
+  }
 }
 
 std::string to_yaml(const profile& p) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
+#include "trainbench/util/error.hpp"
 
 namespace trainbench {
 
@@ -14,8 +15,12 @@ struct loaded_profile {
   std::vector<std::string> chain;  // files read, child first
 };
 
-// Throws config_error naming file, line, column and key for anything wrong.
+// Throws config_error naming file, line, column and key for anything wrong. An input path
+// (data.path, model.weights) written in a file is relative to that file; given with --set, to
+// the working directory. The result holds it relative to the working directory.
 loaded_profile load_profile(const std::filesystem::path& file, const std::vector<std::string>& sets = {});
+// Every error of a profile file, not only the first (empty when it loads): `validate`.
+std::vector<config_error> profile_errors(const std::filesystem::path& file);
 
 // The fully resolved profile as YAML that load_profile accepts unchanged.
 std::string to_yaml(const profile& p);

@@ -101,9 +101,13 @@ std::string first_slurm_host(const std::string& nodelist) {
 }
 
 launch_info read_launch(const env_lookup& env) {
-  if (env("RANK")) return from_torchrun(env);
-  if (env("SLURM_PROCID") && env("SLURM_NTASKS")) return from_slurm(env);
-  return launch_info{};
+  launch_info l;
+  if (env("RANK"))
+    l = from_torchrun(env);
+  else if (env("SLURM_PROCID") && env("SLURM_NTASKS"))
+    l = from_slurm(env);
+  if (l.launcher != "none") l.store_prefix = env(ladder_store_variable).value_or("");
+  return l;
 }
 
 }  // namespace trainbench

@@ -15,7 +15,13 @@ struct launch_info {
   int master_port = 0;
   bool agent_store = false;   // torchrun's agent already serves the store: every rank is a client
   std::string restart_count;  // torchrun's TORCHELASTIC_RESTART_COUNT, keys the store per attempt
+  // Set by a ladder for each run it starts: the store outlives the run (the ladder's rank 0 or
+  // torchrun's agent serves it), and this run's keys live under this prefix.
+  std::string store_prefix;
 };
+
+// The environment variable that carries launch_info::store_prefix from a ladder to its runs.
+constexpr const char* ladder_store_variable = "TRAINBENCH_STORE_PREFIX";
 
 // Reads one environment variable; std::nullopt when unset.
 using env_lookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainbench/distributed/c10d_state.hpp"
+#include "trainbench/distributed/ladder_store.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -35,7 +36,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 c10::intrusive_ptr<c10d::Store> open_tcp_store(const launch_info& l, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(l.master_port);
-  o.isServer = l.rank == 0 && !l.agent_store;
+  o.isServer = l.rank == 0 && !l.agent_store && l.store_prefix.empty();
   o.numWorkers = l.world;
   o.waitWorkers = false;  // the join check below names who is missing, TCPStore would only count
   o.timeout = timeout;
@@ -62,7 +63,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono:
   // the same order, so the numbers agree.
   static int groups_made = 0;
   const std::string prefix = (l.agent_store ? "/worker/attempt_" + l.restart_count : std::string("trainbench")) +
-                             "/group_" + std::to_string(groups_made++);
+                             (l.store_prefix.empty() ? "" : "/" + l.store_prefix) + "/group_" +
+                             std::to_string(groups_made++);
   return c10::make_intrusive<c10d::PrefixStore>(prefix, *tcp);
 }
 
@@ -199,5 +201,19 @@ std::string process_group::silent_ranks() {
   return "; rank(s) " + rank_list(silent) + " did not report the failure within " + seconds(window) +
          ": they stopped (or hang)";
 }
+
+struct ladder_store::impl {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+ladder_store::ladder_store(const launch_info& launch) {
+  if (launch.launcher == "none" || launch.agent_store || launch.rank != 0) return;
+  launch_info server = launch;
+  server.store_prefix.clear();  // this process serves; its runs connect
+  impl_ = std::make_unique<impl>();
+  impl_->store = open_tcp_store(server, std::chrono::minutes(5));
+}
+
+ladder_store::~ladder_store() = default;
 
 }  // namespace trainbench

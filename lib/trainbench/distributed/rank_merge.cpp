@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "trainbench/config/profile_diff.hpp"
+#include "trainbench/config/profile_io.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/util/error.hpp"
@@ -59,7 +61,20 @@ void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& pack
   rank0.windows = std::move(global);
 }
 
-double baseline_rate(const std::string& report_path, const std::string& per_rank_workload_hash) {
+namespace {
+
+// What per_rank_workload_hash leaves out; the rest of the resolved profile must match.
+std::string workload_differences(const nlohmann::json& profile_json, const profile& p) {
+  if (!profile_json.contains("resolved") || !profile_json["resolved"].is_string()) return "";
+  const auto changes = without_keys(profile_changes(profile_json["resolved"].get<std::string>(), to_yaml(p)),
+                                    {"name", "description", "report", "measure", "dist"});
+  return describe_changes(changes);
+}
+
+}  // namespace
+
+double baseline_rate(const std::string& report_path, const profile& p) {
+  const std::string per_rank_workload_hash = trainbench::per_rank_workload_hash(p);
   const auto reports = read_reports(report_path);
   if (reports.size() != 1) throw input_error("--baseline '" + report_path + "': give one report file, not a folder");
   const auto& j = reports.front();
@@ -67,9 +82,12 @@ double baseline_rate(const std::string& report_path, const std::string& per_rank
   if (j.value("status", "") != "ok") fail("status is '" + j.value("status", "") + "', not ok");
   const auto& profile = j.at("profile");
   if (!profile.contains("per_rank_workload_hash") ||
-      profile["per_rank_workload_hash"].get<std::string>() != per_rank_workload_hash)
-    fail("it ran a different workload per rank (model, data, batch, switches); scaling efficiency compares the "
-         "same profile at world size 1");
+      profile["per_rank_workload_hash"].get<std::string>() != per_rank_workload_hash) {
+    const std::string keys = workload_differences(profile, p);
+    fail("it ran a different workload per rank" +
+         (keys.empty() ? std::string(" (model, data, batch, switches)") : ": " + keys + " (baseline -> this run)") +
+         "; scaling efficiency compares the same profile at world size 1");
+  }
   const auto& dist = j.at("results").value("distributed", nlohmann::json());
   if (dist.is_object() && dist.value("world_size", 1) != 1)
     fail("it ran " + std::to_string(dist.value("world_size", 1)) + " ranks; a baseline runs one");

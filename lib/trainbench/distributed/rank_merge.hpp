@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/config/profile.hpp"
 #include "trainbench/report/run_result.hpp"
 
 namespace trainbench {
@@ -14,7 +15,8 @@ std::vector<double> pack_rank(const run_result& r, int repeats);
 // slowest rank's elapsed time (windows start together, after a barrier). Per-rank figures are kept.
 void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& packed, int repeats);
 
-// samples/s median of a world-size-1 report of the same per-rank workload; throws input_error.
-double baseline_rate(const std::string& report_path, const std::string& per_rank_workload_hash);
+// samples/s median of a world-size-1 report of the same per-rank workload as `p`; throws
+// input_error, naming the keys that differ when the workload does.
+double baseline_rate(const std::string& report_path, const profile& p);
 
 }  // namespace trainbench

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
@@ -11,13 +12,15 @@
 namespace trainbench {
 
 runner::runner(pipeline& p, const measure_config& m, progress_fn progress)
-    : p_(p), m_(m), progress_(std::move(progress)) {
+    : p_(p), m_(m), progress_(std::move(progress)), window_batches_(m.measured_batches) {
+  result_.window_batches = window_batches_;
   batch_ranges_ = m.nvtx != nvtx_level::off;
   stage_ranges_ = m.nvtx == nvtx_level::stage;
 }
 
 void runner::run() {
   warmup();
+  if (m_.min_window_s > 0 && !calibrated_) calibrate();
   p_.probe->reset_peaks();
   p_.probe->start_sampling();
   const std::size_t first = result_.windows.size();
@@ -25,29 +28,72 @@ void runner::run() {
   p_.probe->stop_sampling();
   read_loss(result_.loss_last);
   if (p_.step) {
-    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = s.item<double>();
+    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = std::llround(s.item<double>());
     if (auto s = p_.step->loss_scale(); s.defined()) result_.loss_scale = s.item<double>();
   }
   p_.probe->fill(result_.memory, result_.telemetry);
 }
 
+// Without a model (bench-data) the loader's workers have filled the ring before the first batch
+// is asked for: those batches cost nothing to take. Warmup first drains them, so that the
+// profile's warmup batches and every window meet the loader in its steady state.
+int runner::warmup_count() const {
+  if (p_.step || !p_.loader) return m_.warmup_batches;
+  const int ring = p_.loader->workers() > 0 ? p_.loader->slots() : 0;  // no workers: loaded on demand
+  return m_.warmup_batches + ring + (p_.transfer ? p_.transfer->lookahead() : 0);
+}
+
 void runner::warmup() {
   nvtx_range range(batch_ranges_, "warmup");
-  for (int i = 0; i < m_.warmup_batches; ++i) {
+  const int n = warmup_count();
+  for (int i = 0; i < n; ++i) {
     run_batch(-1);
     if (i == 0 && !result_.loss_first) read_loss(result_.loss_first);  // outside any measured window
     result_.warmup_batches_done = i + 1;
-    if (progress_) progress_("warmup", i + 1, m_.warmup_batches, 0.0);
+    if (progress_) progress_("warmup", i + 1, n, 0.0);
   }
+}
+
+double window_batches_wanted(int batches, double elapsed_s, double min_window_s) {
+  if (elapsed_s >= min_window_s) return batches;
+  const double grown = elapsed_s > 0 ? std::ceil(1.2 * batches * min_window_s / elapsed_s) : 10.0 * batches;
+  return std::min({grown, 10.0 * batches, 1e8});
+}
+
+// measure.min_window_s: before measuring, unrecorded windows (timed like measured ones) grow the
+// batch count until one lasts that long, as google/benchmark grows its iterations. Ranks take
+// the largest count any of them needs, so every rank runs the same batches (and collectives).
+void runner::calibrate() {
+  nvtx_range range(batch_ranges_, "calibration");
+  int n = window_batches_;
+  for (int attempt = 0;; ++attempt) {
+    if (p_.group) p_.group->barrier();
+    p_.clock->start_window(n);
+    for (int row = 0; row < n; ++row) {
+      run_batch(row);
+      if (progress_) progress_("calibrate", row + 1, n, 0.0);
+    }
+    window_times ignored;
+    const double elapsed = p_.clock->finish_window(ignored);
+    const double wanted = window_batches_wanted(n, elapsed, m_.min_window_s);
+    double agreed = wanted;
+    if (p_.group)
+      for (const auto& rank : p_.group->all_gather({wanted})) agreed = std::max(agreed, rank.at(0));
+    if (agreed <= n || attempt == max_calibrations) break;
+    n = static_cast<int>(agreed);
+  }
+  window_batches_ = n;
+  result_.window_batches = n;
+  calibrated_ = true;
 }
 
 void runner::measure_window(int repeat) {
   nvtx_range range(batch_ranges_, "measured window", repeat);
-  const int n = m_.measured_batches;
+  const int n = window_batches_;
   std::int64_t samples = 0;
   if (p_.group) p_.group->barrier();  // every rank's window starts together
   const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
-  if (p_.trace) p_.trace->window_begin(next_batch_);
+  if (p_.trace) p_.trace->window_begin(next_batch_, n);
   p_.clock->start_window(n);
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);

@@ -41,6 +41,11 @@ struct pipeline {
 using progress_fn =
     std::function<void(const char* phase, std::int64_t done, std::int64_t total, double last_window_rate)>;
 
+// measure.min_window_s: the batches the next calibration window should run, after one of
+// `batches` lasted `elapsed_s` (aims 20% above the minimum, grows at most 10x at a time);
+// `batches` itself once the window was long enough.
+double window_batches_wanted(int batches, double elapsed_s, double min_window_s);
+
 class runner {
  public:
   runner(pipeline& p, const measure_config& m, progress_fn progress = {});
@@ -50,7 +55,9 @@ class runner {
   const run_result& result() const { return result_; }
 
  private:
+  int warmup_count() const;
   void warmup();
+  void calibrate();
   void measure_window(int repeat);
   std::int64_t run_batch(int row);  // returns samples; row: batch within the window, -1 during warmup
   void fetch(int row);
@@ -65,6 +72,9 @@ class runner {
   measure_config m_;
   progress_fn progress_;
   run_result result_;
+  int window_batches_ = 0;  // measure.measured_batches, or more for measure.min_window_s
+  static constexpr int max_calibrations = 12;
+  bool calibrated_ = false;
   std::int64_t next_batch_ = 0;  // batches started
   std::int64_t submitted_ = 0;   // batches handed to the transfer stage
   bool stage_ranges_ = false, batch_ranges_ = false;

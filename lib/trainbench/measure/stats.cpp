@@ -36,4 +36,9 @@ summary summarize(const std::vector<double>& values) {
   return s;
 }
 
+const char* noise_level(const summary& s) {
+  if (s.n < 2 || s.cv <= noisy_cv) return "ok";
+  return s.cv <= very_noisy_cv ? "noisy" : "very_noisy";
+}
+
 }  // namespace trainbench

@@ -15,4 +15,11 @@ double quantile(std::vector<double> values, double q);
 // stdev is the sample standard deviation (n - 1); 0 for a single value.
 summary summarize(const std::vector<double>& values);
 
+// How much to trust a set of windows, from their cv, at the thresholds torch.utils.benchmark
+// uses (it applies them to IQR / median): "ok" up to 10%, "noisy" above, "very_noisy" above 25%.
+// Fewer than two windows have no spread to judge: "ok".
+constexpr double noisy_cv = 0.10;
+constexpr double very_noisy_cv = 0.25;
+const char* noise_level(const summary& s);
+
 }  // namespace trainbench

@@ -51,6 +51,15 @@ class alignas(64) trace_recorder::ring {
     items_[(head_ + size_) % items_.size()] = e;
     ++size_;
   }
+  // Keeps what it holds (measure.min_window_s can make the windows longer than planned).
+  void grow(std::size_t capacity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity <= items_.size()) return;
+    std::vector<load_event> bigger(capacity);
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = items_[(head_ + i) % items_.size()];
+    items_.swap(bigger);
+    head_ = 0;
+  }
   std::size_t drain(std::vector<load_event>& out) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (std::size_t i = 0; i < size_; ++i) out.push_back(items_[(head_ + i) % items_.size()]);
@@ -87,6 +96,13 @@ std::size_t trace_capacity(const trace_options& o) {
   return std::min(max_ring_events, std::max<std::size_t>(64, batches * per_batch));
 }
 
+namespace {
+// The training thread's ring: one take per batch of a window and the loader's prefetch.
+std::size_t consumer_capacity(const trace_options& o) {
+  return std::max<std::size_t>(64, static_cast<std::size_t>(o.measured_batches + o.ring_slots) + 2);
+}
+}  // namespace
+
 trace_recorder::trace_recorder(trace_options o) : options_(std::move(o)) {
   namespace fs = std::filesystem;
   const fs::path target(options_.path);
@@ -100,14 +116,27 @@ trace_recorder::trace_recorder(trace_options o) : options_(std::move(o)) {
   const int fillers = std::max(1, options_.workers);
   for (int w = 0; w < fillers; ++w) rings_.push_back(std::make_unique<ring>(capacity));
   // The consumer's ring: one take per batch.
-  rings_.push_back(std::make_unique<ring>(
-      std::max<std::size_t>(64, static_cast<std::size_t>(options_.measured_batches + options_.ring_slots) + 2)));
+  rings_.push_back(std::make_unique<ring>(consumer_capacity(options_)));
   pending_.reserve(capacity * rings_.size());
   const auto n = static_cast<std::size_t>(std::max(1, options_.measured_batches));
   fill_of_.resize(n);
   taken_of_.resize(n);
   batch_of_.resize(n);
   write_header();
+}
+
+// measure.min_window_s chose another window length than measure.measured_batches (once, before
+// the first window): the rings and the per-batch indexes follow it.
+void trace_recorder::resize_window(int batches) {
+  options_.measured_batches = std::max(1, batches);
+  const std::size_t capacity = trace_capacity(options_);
+  for (std::size_t i = 0; i + 1 < rings_.size(); ++i) rings_[i]->grow(capacity);
+  rings_.back()->grow(consumer_capacity(options_));
+  pending_.reserve(capacity * rings_.size());
+  const auto n = static_cast<std::size_t>(options_.measured_batches);
+  fill_of_.resize(n);
+  taken_of_.resize(n);
+  batch_of_.resize(n);
 }
 
 trace_recorder::~trace_recorder() {
@@ -183,7 +212,8 @@ void trace_recorder::write_header() {
   // JSON never has a trailing comma.
 }
 
-void trace_recorder::window_begin(std::int64_t first_batch) {
+void trace_recorder::window_begin(std::int64_t first_batch, int batches) {
+  if (batches != options_.measured_batches) resize_window(batches);
   first_batch_ = first_batch;
   wanted_from_.store(first_batch, std::memory_order_relaxed);
   // What the workers did before (warmup, the gap after the last window) for batches this window

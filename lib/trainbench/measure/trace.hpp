@@ -27,9 +27,9 @@ struct trace_options {
   std::string path;   // {rank} already replaced
   std::string label;  // the process's name in the viewer (profile name, rank)
   int rank = 0;
-  int workers = 0;     // loader worker threads; 0: the training thread fills the batches
-  int ring_slots = 2;  // the loader's batch buffers
-  int measured_batches = 1;
+  int workers = 0;           // loader worker threads; 0: the training thread fills the batches
+  int ring_slots = 2;        // the loader's batch buffers
+  int measured_batches = 1;  // per window (measure.min_window_s may change it before the first)
   std::int64_t batch_size = 1;
   bool image_phases = false;  // the source reports read / decode / crop_resize / normalize per image
 };
@@ -68,9 +68,9 @@ class trace_recorder final : public load_sink {
   // The transfer's lookahead: the data_wait and h2d of batch i fetch and copy batch i + lookahead.
   void set_lookahead(int batches) { lookahead_ = batches; }
   // From the training thread, around each window (outside the measured time): the window trains
-  // batches first_batch .. first_batch + measured_batches - 1 (the runner's batch numbers, which
-  // are also the loader's: batch i carries the loader's batch i).
-  void window_begin(std::int64_t first_batch);
+  // batches first_batch .. first_batch + batches - 1 (the runner's batch numbers, which are also
+  // the loader's: batch i carries the loader's batch i).
+  void window_begin(std::int64_t first_batch, int batches);
   void window_end(const window_times& times);
   // Writes the rest and moves the file into place.
   void close();
@@ -82,6 +82,7 @@ class trace_recorder final : public load_sink {
   struct out_event;
   void push(int ring_index, const load_event& e);
   int tid_of_worker(int worker) const;
+  void resize_window(int batches);
   void write_header();
   void name_thread(int tid, const std::string& name);
   void collect_stage_spans(const window_times& times);

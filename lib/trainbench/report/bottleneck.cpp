@@ -97,7 +97,9 @@ bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p
       f.result = bound::compute;
       f.explanation = at +
                       ": input is hidden behind the step, so faster loading would not help; "
-                      "the step is what to speed up (amp, batch size, channels_last, cuda_graph)";
+                      "the step is what to speed up " +
+                      (in.cuda ? std::string("(amp, batch size, channels_last, cuda_graph)")
+                               : std::string("(batch size, channels_last, bf16 amp where the CPU has the units)"));
       break;
     case verdict::faster:
       f.result = bound::unexpected;

@@ -1,14 +1,12 @@
 #include "trainbench/report/ladder.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <iostream>
 
-#include "trainbench/commands/commands.hpp"
-#include "trainbench/distributed/launch.hpp"
+#include "trainbench/measure/stats.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/util/error.hpp"
-#include "trainbench/util/fs.hpp"
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
@@ -81,23 +79,43 @@ std::string step_interval(const std::vector<double>& before, const std::vector<d
   return buf;
 }
 
+// The noise flag of a samples/s cell (results.noise's thresholds).
+std::string noise_flag(const std::vector<double>& windows) {
+  const summary s = summarize(windows);
+  const std::string level = noise_level(s);
+  if (level == "ok") return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, level == "noisy" ? " (cv %.0f%%)" : " (cv %.0f%%: unreliable)", 100.0 * s.cv);
+  return buf;
+}
+
+std::string as_run_cell(const ladder_rung& r) {
+  std::vector<std::string> parts = r.as_run;
+  if (!r.no_effect.empty())
+    parts.push_back(std::string(r.without_effect ? "**no effect here**: " : "no effect here: ") +
+                    join(r.no_effect, "; "));
+  return md_cell(join(parts, "; "));
+}
+
 }  // namespace
 
 std::string ladder_markdown(const std::vector<ladder_rung>& rungs) {
-  std::string out = "| rung | what changed | samples/s | vs previous | vs first |\n|---|---|---:|---:|---:|\n";
+  std::string out =
+      "| rung | what changed | samples/s | vs previous | vs first | as run here |\n|---|---|---:|---:|---:|---|\n";
   std::optional<double> first, previous;
   const ladder_rung* previous_rung = nullptr;
   char buf[64];
   for (const auto& r : rungs) {
     if (!r.samples_per_s) {
-      out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | failed: " + md_cell(r.failure) + " | | |\n";
+      out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | failed: " + md_cell(r.failure) + " | | | " +
+             as_run_cell(r) + " |\n";
       continue;
     }
     const double v = *r.samples_per_s;
     std::snprintf(buf, sizeof buf, "%.1f", v);
-    out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | " + buf + " | " +
+    out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | " + buf + noise_flag(r.windows) + " | " +
            (previous ? pct(v, *previous) + step_interval(previous_rung->windows, r.windows) : "–") + " | " +
-           (first ? pct(v, *first) : "–") + " |\n";
+           (first ? pct(v, *first) : "–") + " | " + as_run_cell(r) + " |\n";
     if (!first) first = v;
     previous = v;
     previous_rung = &r;
@@ -105,92 +123,55 @@ std::string ladder_markdown(const std::vector<ladder_rung>& rungs) {
   return out;
 }
 
+namespace {
+
+// Width of a text in the chart's 13 px sans-serif, generously (no font metrics in an SVG file).
+int text_width(const std::string& s, int px_per_char = 8) { return static_cast<int>(s.size()) * px_per_char; }
+
+std::string value_label(const ladder_rung& r) {
+  if (!r.samples_per_s) return "failed";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f samples/s", *r.samples_per_s);
+  return std::string(buf) + (r.without_effect ? " (no effect here)" : "");
+}
+
+// One group per rung, in its own coordinates, so more marks (whiskers, labels) can join it.
+std::string rung_group(const ladder_rung& r, int y, int label_w, int chart_w, int bar_h, double max_v) {
+  std::string g = "<g class=\"rung\" transform=\"translate(0," + std::to_string(y) + ")\">\n";
+  g += "<text class=\"name\" x=\"" + std::to_string(label_w - 8) + "\" y=\"18\" text-anchor=\"end\">" +
+       xml_escape(r.rung) + "</text>\n";
+  const int w = r.samples_per_s ? std::max(1, static_cast<int>(chart_w * *r.samples_per_s / max_v)) : 0;
+  const char* cls = !r.samples_per_s ? "bar failed" : r.without_effect ? "bar no-effect" : "bar";
+  const char* fill = !r.samples_per_s ? "#e45756" : r.without_effect ? "#a0a0a0" : "#4c78a8";
+  g += "<rect class=\"" + std::string(cls) + "\" x=\"" + std::to_string(label_w) + "\" y=\"0\" width=\"" +
+       std::to_string(w) + "\" height=\"" + std::to_string(bar_h) + "\" fill=\"" + fill + "\"/>\n";
+  g += "<text class=\"value\" x=\"" + std::to_string(label_w + w + 6) + "\" y=\"18\"" +
+       (r.samples_per_s ? "" : " fill=\"#e45756\"") + ">" + xml_escape(value_label(r)) + "</text>\n";
+  return g + "</g>\n";
+}
+
+}  // namespace
+
 std::string ladder_svg(const std::vector<ladder_rung>& rungs, const std::string& title) {
-  const int bar_h = 26, gap = 8, label_w = 260, chart_w = 520, top = 40;
+  const int bar_h = 26, gap = 8, chart_w = 520, top = 40;
   double max_v = 1;
-  for (const auto& r : rungs)
+  int label_w = 120, value_w = 0;
+  for (const auto& r : rungs) {
     if (r.samples_per_s) max_v = std::max(max_v, *r.samples_per_s);
+    label_w = std::max(label_w, text_width(r.rung) + 16);
+    value_w = std::max(value_w, text_width(value_label(r)) + 12);
+  }
   const int height = top + static_cast<int>(rungs.size()) * (bar_h + gap) + 20;
-  const int width = label_w + chart_w + 120;
+  const int width = std::max(label_w + chart_w + value_w, text_width(title, 10) + 20);
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
        std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"13\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += "<text x=\"10\" y=\"24\" font-size=\"16\" font-weight=\"bold\">" + xml_escape(title) + "</text>\n";
-  char buf[512];
-  for (std::size_t i = 0; i < rungs.size(); ++i) {
-    const auto& r = rungs[i];
-    const int y = top + static_cast<int>(i) * (bar_h + gap);
-    s += "<text x=\"" + std::to_string(label_w - 8) + "\" y=\"" + std::to_string(y + 18) + "\" text-anchor=\"end\">" +
-         xml_escape(r.rung) + "</text>\n";
-    if (r.samples_per_s) {
-      const int w = std::max(1, static_cast<int>(chart_w * *r.samples_per_s / max_v));
-      std::snprintf(buf, sizeof buf,
-                    "<rect class=\"bar\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4c78a8\"/>\n"
-                    "<text x=\"%d\" y=\"%d\">%.1f samples/s</text>\n",
-                    label_w, y, w, bar_h, label_w + w + 6, y + 18, *r.samples_per_s);
-    } else {
-      std::snprintf(buf, sizeof buf,
-                    "<rect class=\"bar failed\" x=\"%d\" y=\"%d\" width=\"0\" height=\"%d\" fill=\"#e45756\"/>\n"
-                    "<text x=\"%d\" y=\"%d\" fill=\"#e45756\">failed</text>\n",
-                    label_w, y, bar_h, label_w + 6, y + 18);
-    }
-    s += buf;
-  }
+  for (std::size_t i = 0; i < rungs.size(); ++i)
+    s += rung_group(rungs[i], top + static_cast<int>(i) * (bar_h + gap), label_w, chart_w, bar_h, max_v);
   s += "</svg>\n";
   return s;
-}
-
-int ladder_command(const ladder_request& req) {
-  const auto profiles = ladder_profiles(req.inputs);
-  // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
-  const bool writer = read_launch(process_environment()).rank == 0;
-  int other_rank_code = exit_code::ok;
-  std::vector<ladder_rung> rungs;
-  for (const auto& file : profiles) {
-    ladder_rung rung;
-    rung.rung = fs::path(file).stem().string();
-    const std::string report = (fs::path(req.out) / (rung.rung + ".json")).string();
-    run_request run;
-    run.config = file;
-    run.sets = req.sets;
-    run.out = report;
-    run.quiet = req.quiet;
-    run.command_line = req.command_line;
-    std::cout << "== " << rung.rung << "\n" << std::flush;
-    try {
-      const int code = run_command(run);
-      if (code == exit_code::interrupted) throw interrupted_error();
-      if (!writer) other_rank_code = std::max(other_rank_code, code);
-    } catch (const interrupted_error&) {
-      throw;
-    } catch (const std::exception& e) {
-      // A rung that cannot start (bad profile, out of memory) is shown as failed; the ladder goes on.
-      rung.failure = e.what();
-    }
-    if (!writer) {
-      if (!rung.failure.empty()) other_rank_code = exit_code::failed;
-      continue;
-    }
-    if (rung.failure.empty()) {
-      const auto j = read_reports(report).front();
-      rung.change = j["profile"].value("description", "");
-      if (j["status"] != "ok")
-        rung.failure = j["error"].value("message", "failed");
-      else
-        rung.samples_per_s = j["results"]["samples_per_s"]["median"].get<double>();
-      for (const auto& w : j["results"]["repeats"]) rung.windows.push_back(w["samples_per_s"].get<double>());
-    }
-    rungs.push_back(rung);
-  }
-  if (!writer) return other_rank_code;
-  const std::string md = ladder_markdown(rungs);
-  write_file_atomic(fs::path(req.out) / "ladder.md", md);
-  write_file_atomic(fs::path(req.out) / "ladder.svg", ladder_svg(rungs, "trainbench ladder: samples/s per rung"));
-  std::cout << "\n" << md << "\nwrote " << (fs::path(req.out) / "ladder.md").string() << " and ladder.svg\n";
-  for (const auto& r : rungs)
-    if (!r.samples_per_s) return exit_code::failed;
-  return exit_code::ok;
 }
 
 }  // namespace trainbench

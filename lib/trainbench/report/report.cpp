@@ -108,6 +108,23 @@ json dist_json(const dist_result& d, const run_result& r) {
           {"scaling_efficiency", opt(d.scaling_efficiency)}};
 }
 
+// Null without NVML, as without loss scaling below: an object of nulls would read as measured.
+json telemetry_json(const telemetry_result& t) {
+  if (t.source == "none") return nullptr;
+  return {{"source", t.source},
+          {"samples", t.samples},
+          {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
+          {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
+          {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
+          {"power_w_mean", opt(t.power_w_mean)},
+          {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}};
+}
+
+json amp_json(const run_result& r) {
+  if (!r.skipped_steps && !r.loss_scale) return nullptr;
+  return {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}};
+}
+
 // Per window: each phase's seconds per image, the workers' busy share, images decoded per second.
 json loader_json(const loader_result& l) {
   std::vector<double> busy, rate;
@@ -145,28 +162,22 @@ json results_json(const run_result& r) {
   for (const auto& [name, values] : r.stages_s) stages[name] = summary_json(values, "s", false);
   json overlap = nullptr;
   if (!r.overlap_shares.empty()) overlap = summary_json(r.overlap_shares, "share", false)["median"];
-  const auto& t = r.telemetry;
   return {
       {"samples_per_s", summary_json(rates, "samples/s", true)},
       {"repeats", repeats},
       {"warmup_batches_done", r.warmup_batches_done},
+      {"window_batches", r.window_batches},
       {"stopped_by", r.stopped_by},
+      {"noise", rates.empty() ? json(nullptr) : json(noise_level(summarize(rates)))},
       {"stages_s", stages},
       {"h2d_overlap_share", overlap},
       {"memory",
        {{"device_peak_allocated_bytes", opt(r.memory.device_peak_allocated_bytes)},
         {"device_peak_reserved_bytes", opt(r.memory.device_peak_reserved_bytes)},
         {"host_peak_rss_bytes", opt(r.memory.host_peak_rss_bytes)}}},
-      {"telemetry",
-       {{"source", t.source},
-        {"samples", t.samples},
-        {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
-        {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
-        {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
-        {"power_w_mean", opt(t.power_w_mean)},
-        {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}}},
+      {"telemetry", telemetry_json(r.telemetry)},
       {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
-      {"amp", {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}}},
+      {"amp", amp_json(r)},
       {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
       {"loader", r.loader ? loader_json(*r.loader) : json(nullptr)},
   };
@@ -258,7 +269,8 @@ nlohmann::ordered_json make_report(const report_input& in) {
         {"measured_batches", in.prof.measure.measured_batches},
         {"repeats", in.prof.measure.repeats},
         {"max_repeats", in.prof.measure.max_repeats},
-        {"target_cv", in.prof.measure.target_cv}}},
+        {"target_cv", in.prof.measure.target_cv},
+        {"min_window_s", in.prof.measure.min_window_s}}},
       {"results", results},
   };
 }

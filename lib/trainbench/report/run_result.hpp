@@ -71,8 +71,10 @@ struct run_result {
   std::optional<dist_result> dist;                      // data-parallel runs
   std::optional<loader_result> loader;                  // runs with a host loader
   std::optional<double> loss_first, loss_last;
-  std::optional<double> skipped_steps, loss_scale;
+  std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
+  std::optional<double> loss_scale;
   std::int64_t warmup_batches_done = 0;
+  int window_batches = 0;  // batches in each measured window (more than measured_batches with min_window_s)
   // Why measuring stopped: "repeats" (the fixed count), "target_cv" (the windows were quiet
   // enough) or "max_repeats" (still noisy at the cap); see measure.max_repeats.
   std::string stopped_by = "repeats";

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +41,21 @@ std::string read_text_file(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void check_writable_folder(const std::filesystem::path& folder, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path target = folder.empty() ? fs::path(".") : folder;
+  fs::path existing = target;
+  std::error_code ec;
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (!fs::exists(existing, ec)) existing = ".";
+  const std::string where = what + " '" + target.string() + "': ";
+  if (!fs::is_directory(existing, ec))
+    throw input_error(where + "cannot create a folder there: '" + existing.string() + "' is a file");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw input_error(where + "folder '" + existing.string() + "' is not writable (" + std::strerror(errno) + ")");
 }
 
 }  // namespace trainbench

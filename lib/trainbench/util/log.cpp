@@ -14,11 +14,15 @@ spdlog::logger& logger() {
   }();
   return *instance;
 }
+bool g_quiet = false;
 }  // namespace
 
-void log_info(const std::string& message) { logger().info(message); }
+void log_info(const std::string& message) {
+  if (!g_quiet) logger().info(message);
+}
+void log_result(const std::string& message) { logger().info(message); }
 void log_warn(const std::string& message) { logger().warn(message); }
 void log_error(const std::string& message) { logger().error(message); }
-void set_log_quiet(bool quiet) { logger().set_level(quiet ? spdlog::level::warn : spdlog::level::info); }
+void set_log_quiet(bool quiet) { g_quiet = quiet; }
 
 }  // namespace trainbench

@@ -8,6 +8,8 @@ namespace trainbench {
 void log_info(const std::string& message);
 void log_warn(const std::string& message);
 void log_error(const std::string& message);
-void set_log_quiet(bool quiet);  // warnings and errors only
+void set_log_quiet(bool quiet);  // -q: warnings, errors and log_result only
+// Where the results went (the final report path): shown under -q too.
+void log_result(const std::string& message);
 
 }  // namespace trainbench

@@ -1,0 +1,235 @@
+#include "trainbench/report/pooling.hpp"
+
+#include <algorithm>
+
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/fs.hpp"
+
+namespace trainbench {
+using json = nlohmann::json;
+namespace {
+
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+std::optional<T> opt_from(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return j[key].get<T>();
+}
+
+json windows_json(const std::vector<window_result>& windows) {
+  json out = json::array();
+  for (const auto& w : windows) out.push_back({w.samples, w.elapsed_s, w.samples_per_s});
+  return out;
+}
+
+std::vector<window_result> windows_from(const json& j) {
+  std::vector<window_result> out;
+  for (const auto& w : j) out.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<double>(), w.at(2).get<double>()});
+  return out;
+}
+
+json dist_json(const dist_result& d) {
+  json ranks = json::array();
+  for (const auto& r : d.ranks)
+    ranks.push_back({{"rank", r.rank}, {"windows", windows_json(r.windows)}, {"allreduce", opt(r.allreduce_s_median)}});
+  return {{"backend", d.backend},
+          {"launcher", d.launcher},
+          {"world", d.world},
+          {"rank", d.rank},
+          {"local_world", d.local_world},
+          {"global_batch_size", d.global_batch_size},
+          {"bucket_cap_mb", d.bucket_cap_mb},
+          {"bucket_bytes", d.bucket_bytes},
+          {"ranks", ranks},
+          {"baseline_report", opt(d.baseline_report)},
+          {"baseline_samples_per_s", opt(d.baseline_samples_per_s)},
+          {"scaling_efficiency", opt(d.scaling_efficiency)}};
+}
+
+dist_result dist_from(const json& j) {
+  dist_result d;
+  d.backend = j.at("backend").get<std::string>();
+  d.launcher = j.at("launcher").get<std::string>();
+  d.world = j.at("world").get<int>();
+  d.rank = j.at("rank").get<int>();
+  d.local_world = j.at("local_world").get<int>();
+  d.global_batch_size = j.at("global_batch_size").get<std::int64_t>();
+  d.bucket_cap_mb = j.at("bucket_cap_mb").get<double>();
+  d.bucket_bytes = j.at("bucket_bytes").get<std::vector<std::int64_t>>();
+  for (const auto& r : j.at("ranks"))
+    d.ranks.push_back({r.at("rank").get<int>(), windows_from(r.at("windows")), opt_from<double>(r, "allreduce")});
+  d.baseline_report = opt_from<std::string>(j, "baseline_report");
+  d.baseline_samples_per_s = opt_from<double>(j, "baseline_samples_per_s");
+  d.scaling_efficiency = opt_from<double>(j, "scaling_efficiency");
+  return d;
+}
+
+template <class T>
+void append(std::vector<T>& to, const std::vector<T>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+template <class T>
+std::optional<T> larger(const std::optional<T>& a, const std::optional<T>& b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+
+// Means over all samples of all rounds: each round's mean weighted by its sample count.
+void pool_telemetry(telemetry_result& into, const telemetry_result& t) {
+  if (t.source == "none" || t.samples == 0) return;
+  const double a = static_cast<double>(into.samples), b = static_cast<double>(t.samples);
+  auto mean = [&](std::optional<double>& x, const std::optional<double>& y) {
+    if (!y) return;
+    x = x ? (*x * a + *y * b) / (a + b) : *y;
+  };
+  mean(into.gpu_util_pct_mean, t.gpu_util_pct_mean);
+  mean(into.mem_util_pct_mean, t.mem_util_pct_mean);
+  mean(into.sm_clock_mhz_mean, t.sm_clock_mhz_mean);
+  mean(into.power_w_mean, t.power_w_mean);
+  if (t.throttle_reasons_seen)
+    into.throttle_reasons_seen = into.throttle_reasons_seen.value_or(0) | *t.throttle_reasons_seen;
+  into.source = t.source;
+  into.samples += t.samples;
+}
+
+void pool_dist(dist_result& into, const dist_result& d, std::vector<std::vector<double>>& allreduce_medians) {
+  const auto ranks = std::move(into.ranks);
+  into = d;
+  allreduce_medians.resize(std::max(allreduce_medians.size(), d.ranks.size()));
+  for (std::size_t r = 0; r < into.ranks.size(); ++r) {
+    if (r < ranks.size()) {
+      std::vector<window_result> windows = ranks[r].windows;
+      append(windows, d.ranks[r].windows);
+      into.ranks[r].windows = std::move(windows);
+    }
+    if (d.ranks[r].allreduce_s_median) allreduce_medians[r].push_back(*d.ranks[r].allreduce_s_median);
+    if (!allreduce_medians[r].empty()) into.ranks[r].allreduce_s_median = quantile(allreduce_medians[r], 0.5);
+  }
+}
+
+}  // namespace
+
+json run_result_to_json(const run_result& r) {
+  json stages = json::object();
+  for (const auto& [name, values] : r.stages_s) stages[name] = values;
+  const auto& t = r.telemetry;
+  return {{"windows", windows_json(r.windows)},
+          {"stages_s", stages},
+          {"overlap_shares", r.overlap_shares},
+          {"allreduce_span_s", r.allreduce_span_s},
+          {"allreduce_launched_in_backward", r.allreduce_launched_in_backward},
+          {"dist", r.dist ? dist_json(*r.dist) : json(nullptr)},
+          {"loss_first", opt(r.loss_first)},
+          {"loss_last", opt(r.loss_last)},
+          {"skipped_steps", opt(r.skipped_steps)},
+          {"loss_scale", opt(r.loss_scale)},
+          {"warmup_batches_done", r.warmup_batches_done},
+          {"window_batches", r.window_batches},
+          {"stopped_by", r.stopped_by},
+          {"memory",
+           {opt(r.memory.device_peak_allocated_bytes), opt(r.memory.device_peak_reserved_bytes),
+            opt(r.memory.host_peak_rss_bytes)}},
+          {"telemetry",
+           {{"source", t.source},
+            {"samples", t.samples},
+            {"gpu_util_pct_mean", opt(t.gpu_util_pct_mean)},
+            {"mem_util_pct_mean", opt(t.mem_util_pct_mean)},
+            {"sm_clock_mhz_mean", opt(t.sm_clock_mhz_mean)},
+            {"power_w_mean", opt(t.power_w_mean)},
+            {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}}}};
+}
+
+run_result run_result_from_json(const json& j) {
+  run_result r;
+  r.windows = windows_from(j.at("windows"));
+  for (const auto& [name, values] : j.at("stages_s").items()) r.stages_s[name] = values.get<std::vector<double>>();
+  r.overlap_shares = j.at("overlap_shares").get<std::vector<double>>();
+  r.allreduce_span_s = j.at("allreduce_span_s").get<std::vector<double>>();
+  r.allreduce_launched_in_backward = j.at("allreduce_launched_in_backward").get<std::vector<double>>();
+  if (!j.at("dist").is_null()) r.dist = dist_from(j["dist"]);
+  r.loss_first = opt_from<double>(j, "loss_first");
+  r.loss_last = opt_from<double>(j, "loss_last");
+  r.skipped_steps = opt_from<std::int64_t>(j, "skipped_steps");
+  r.loss_scale = opt_from<double>(j, "loss_scale");
+  r.warmup_batches_done = j.at("warmup_batches_done").get<std::int64_t>();
+  r.window_batches = j.at("window_batches").get<int>();
+  r.stopped_by = j.at("stopped_by").get<std::string>();
+  const json& m = j.at("memory");
+  auto int_or_null = [](const json& v) {
+    return v.is_null() ? std::optional<std::int64_t>() : std::optional<std::int64_t>(v.get<std::int64_t>());
+  };
+  r.memory = {int_or_null(m.at(0)), int_or_null(m.at(1)), int_or_null(m.at(2))};
+  const json& t = j.at("telemetry");
+  r.telemetry.source = t.at("source").get<std::string>();
+  r.telemetry.samples = t.at("samples").get<std::size_t>();
+  r.telemetry.gpu_util_pct_mean = opt_from<double>(t, "gpu_util_pct_mean");
+  r.telemetry.mem_util_pct_mean = opt_from<double>(t, "mem_util_pct_mean");
+  r.telemetry.sm_clock_mhz_mean = opt_from<double>(t, "sm_clock_mhz_mean");
+  r.telemetry.power_w_mean = opt_from<double>(t, "power_w_mean");
+  r.telemetry.throttle_reasons_seen = opt_from<std::uint64_t>(t, "throttle_reasons_seen");
+  return r;
+}
+
+run_result pool_rounds(const std::vector<run_result>& rounds) {
+  TB_ASSERT(!rounds.empty(), "pooling no rounds");
+  run_result out;
+  std::vector<std::vector<double>> allreduce_medians;
+  for (const auto& r : rounds) {
+    append(out.windows, r.windows);
+    for (const auto& [name, values] : r.stages_s) append(out.stages_s[name], values);
+    append(out.overlap_shares, r.overlap_shares);
+    append(out.allreduce_span_s, r.allreduce_span_s);
+    append(out.allreduce_launched_in_backward, r.allreduce_launched_in_backward);
+    if (r.dist) {
+      if (!out.dist) out.dist.emplace();
+      pool_dist(*out.dist, *r.dist, allreduce_medians);
+    }
+    if (!out.loss_first) out.loss_first = r.loss_first;
+    if (r.loss_last) out.loss_last = r.loss_last;
+    if (r.skipped_steps) out.skipped_steps = out.skipped_steps.value_or(0) + *r.skipped_steps;
+    if (r.loss_scale) out.loss_scale = r.loss_scale;
+    out.warmup_batches_done += r.warmup_batches_done;
+    out.window_batches = std::max(out.window_batches, r.window_batches);
+    out.stopped_by = r.stopped_by;
+    out.memory.device_peak_allocated_bytes =
+        larger(out.memory.device_peak_allocated_bytes, r.memory.device_peak_allocated_bytes);
+    out.memory.device_peak_reserved_bytes =
+        larger(out.memory.device_peak_reserved_bytes, r.memory.device_peak_reserved_bytes);
+    out.memory.host_peak_rss_bytes = larger(out.memory.host_peak_rss_bytes, r.memory.host_peak_rss_bytes);
+    pool_telemetry(out.telemetry, r.telemetry);
+  }
+  // The job's scaling efficiency over every round's windows, as one run computes it over its own.
+  if (out.dist && out.dist->baseline_samples_per_s && !out.windows.empty()) {
+    std::vector<double> rates;
+    for (const auto& w : out.windows) rates.push_back(w.samples_per_s);
+    out.dist->scaling_efficiency = summarize(rates).median / (out.dist->world * *out.dist->baseline_samples_per_s);
+  }
+  return out;
+}
+
+std::vector<run_result> read_rounds(const std::filesystem::path& state) {
+  std::vector<run_result> out;
+  if (!std::filesystem::exists(state)) return out;
+  try {
+    const json all = json::parse(read_text_file(state));  // kept: the loop below reads into it
+    for (const auto& r : all.at("rounds")) out.push_back(run_result_from_json(r));
+  } catch (const json::exception& e) {
+    throw input_error("'" + state.string() + "' is not a round state file this version wrote: " + e.what());
+  }
+  return out;
+}
+
+void write_rounds(const std::filesystem::path& state, const std::vector<run_result>& rounds) {
+  json all = json::array();
+  for (const auto& r : rounds) all.push_back(run_result_to_json(r));
+  write_file_atomic(state, json{{"rounds", all}}.dump() + "\n");
+}
+
+}  // namespace trainbench

@@ -1,0 +1,169 @@
+// What a new user trips over on the tour: quiet output, unwritable folders, misspelt commands,
+// several mistakes in one file, relative paths, CPU-only pitfalls, and what a report claims.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "helpers.hpp"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("quiet (-q) means warnings and the report path, before or after the command") {
+  const auto dir = tbtest::scratch("tour-quiet");
+  const auto file = tbtest::tiny_profile(dir);
+  for (const std::string& args : {"-q run -c '" + file + "'", "run -q -c '" + file + "'"}) {
+    const auto r = tbtest::run_cli(args);
+    INFO(args << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    CHECK(r.output.find("report written to " + (dir / "tiny.json").string()) != std::string::npos);
+    CHECK(r.output.find("samples/s    median") == std::string::npos);  // no summary (a noise warning may say samples/s)
+    CHECK(r.output.find("intra-op threads") == std::string::npos);     // no info lines
+  }
+}
+
+TEST_CASE("an --out that cannot be written is refused before anything runs") {
+  const auto dir = tbtest::scratch("tour-unwritable");
+  const auto file = tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "a-file", "not a folder\n");
+  const auto r = tbtest::run_cli("run -c '" + file + "' --out '" + (dir / "a-file/sub/r.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--out") != std::string::npos);
+  CHECK(r.output.find("a-file' is a file") != std::string::npos);
+  CHECK(r.output.find("warmup") == std::string::npos);  // nothing ran
+  const auto ladder = tbtest::run_cli("ladder '" + file + "' --out '" + (dir / "a-file/l").string() + "'");
+  CHECK(ladder.code == 2);
+  const auto neck = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "a-file/b").string() + "'");
+  CHECK(neck.code == 2);
+}
+
+TEST_CASE("a misspelt command gets a suggestion, and bench-data refuses options it would ignore") {
+  auto r = tbtest::run_cli("rn -c configs/quickstart.yaml");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("unknown command 'rn'; did you mean 'run'?") != std::string::npos);
+  r = tbtest::run_cli("ladderr configs/cpu");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("did you mean 'ladder'?") != std::string::npos);
+  const auto dir = tbtest::scratch("tour-bench-data-options");
+  const auto file = tbtest::tiny_profile(dir);
+  for (const char* option : {" --save-weights w.pt", " --baseline b.json"}) {
+    r = tbtest::run_cli("bench-data -c '" + file + "'" + option);
+    INFO(option << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_FALSE(fs::exists(dir / "tiny.json"));
+  }
+}
+
+TEST_CASE("validate reports every error of a file, each with its place") {
+  const auto dir = tbtest::scratch("tour-validate");
+  tbtest::write_text(dir / "bad.yaml",
+                     "name: bad\ntrain: {batch_sise: 8}\nmeasure: {repeats: 0}\ndata: {workers: -1}\n");
+  const auto r = tbtest::run_cli("validate '" + (dir / "bad.yaml").string() + "' configs/quickstart.yaml");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.batch_sise': unknown key; did you mean 'batch_size'?") != std::string::npos);
+  CHECK(r.output.find("measure.repeats': must be >= 1") != std::string::npos);
+  CHECK(r.output.find("data.workers': must be >= 0") != std::string::npos);
+  CHECK(r.output.find("bad.yaml:2:") != std::string::npos);  // file and line of the first
+  CHECK(r.output.find("configs/quickstart.yaml: ok") != std::string::npos);
+}
+
+TEST_CASE("data.path in a file is relative to that file, with --set to the working directory") {
+  const auto dir = tbtest::scratch("tour-data-path");
+  tbtest::write_text(dir / "profiles/base.yaml", "name: p\ndata: {source: cifar10, path: ../data/cifar}\n");
+  tbtest::write_text(dir / "profiles/more/child.yaml", "extends: ../base.yaml\nname: child\n");
+  auto shown = [&](const std::string& args) {
+    const auto r = tbtest::run_shell("cd '" + dir.string() + "' && \"$TB\" show " + args);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const auto at = r.output.find("path: \"");
+    return r.output.substr(at + 7, r.output.find('"', at + 7) - at - 7);
+  };
+  CHECK(shown("-c profiles/base.yaml") == "data/cifar");
+  CHECK(shown("-c profiles/more/child.yaml") == "data/cifar");  // the file that sets it, not the child
+  CHECK(shown("-c '" + (dir / "profiles/base.yaml").string() + "'") == (dir / "data/cifar").string());
+  CHECK(shown("-c profiles/base.yaml --set data.path=elsewhere/cifar") == "elsewhere/cifar");
+}
+
+TEST_CASE("fp16 on a CPU says it is slow there, and skipped steps are a count with a console line") {
+  const auto dir = tbtest::scratch("tour-fp16-cpu");
+  const auto file = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("run -c '" + file + "' --set train.amp=fp16");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(tbtest::schema_errors(j).empty());
+  CHECK(j["effective"]["notes"].dump().find("train.amp: fp16 on a CPU") != std::string::npos);
+  const auto& skipped = j["results"]["amp"]["skipped_steps"];
+  REQUIRE(skipped.is_number_integer());
+  if (skipped.get<int>() > 0)
+    CHECK(r.output.find("skipped " + std::to_string(skipped.get<int>())) != std::string::npos);
+}
+
+TEST_CASE("a report says null where nothing was measured, and how noisy its windows were") {
+  const auto dir = tbtest::scratch("tour-report-nulls");
+  const auto file = tbtest::tiny_profile(dir);
+  REQUIRE(tbtest::run_cli("run -q -c '" + file + "'").code == 0);
+  const auto j = tbtest::read_json(dir / "tiny.json");
+  CHECK(j["results"]["amp"].is_null());        // no loss scaling
+  CHECK(j["results"]["telemetry"].is_null());  // no NVML on a CPU run
+  const double cv = j["results"]["samples_per_s"]["cv"];
+  CHECK(j["results"]["noise"] == (cv <= 0.10 ? "ok" : cv <= 0.25 ? "noisy" : "very_noisy"));
+  CHECK(tbtest::schema_errors(j).empty());
+}
+
+TEST_CASE("a refused baseline names the keys that differ") {
+  const auto dir = tbtest::scratch("tour-baseline");
+  const auto file = tbtest::tiny_profile(dir);
+  REQUIRE(tbtest::run_cli("run -q -c '" + file + "' --out '" + (dir / "one.json").string() + "'").code == 0);
+  const auto r = tbtest::run_cli("run -c '" + file + "' --set train.batch_size=8 --baseline '" +
+                                 (dir / "one.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("train.batch_size 4 -> 8 (baseline -> this run)") != std::string::npos);
+}
+
+TEST_CASE("bench-data drains the loader's ring in warmup, and windows can be given a minimum length") {
+  const auto dir = tbtest::scratch("tour-bench-data");
+  const auto file = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("bench-data -q -c '" + file + "' --set data.workers=2 --set data.prefetch_factor=3" +
+                                 " --set measure.min_window_s=0.02 --out '" + (dir / "d.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "d.json");
+  CHECK(tbtest::schema_errors(j).empty());
+  // The ring's batches were ready before the first was asked for: warmup takes them all first.
+  const int slots = j["effective"]["loader_slots"];
+  CHECK(slots == 6);
+  CHECK(j["results"]["warmup_batches_done"] == 1 + slots);
+  const int batches = j["results"]["window_batches"];
+  CHECK(batches >= 2);  // measure.measured_batches is the least
+  for (const auto& w : j["results"]["repeats"]) CHECK(w["samples"] == 4 * batches);
+  CHECK(j["measure"]["min_window_s"] == 0.02);
+}
+
+TEST_CASE("gpu-check.sh takes the project's Python by default, and names the module a Python lacks") {
+  const auto dir = tbtest::scratch("tour-gpu-check");
+  const auto gpu_check = [&](const std::string& env) {
+    return tbtest::run_shell(env + " scripts/gpu-check.sh --rehearse --prebuilt '" + dir.string() + "' --out '" +
+                             (dir / "out").string() + "'");
+  };
+  // An interpreter that sees no site-packages at all: no torch, whatever the machine has.
+  tbtest::write_text(dir / "bare/python3", "#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n");
+  fs::permissions(dir / "bare/python3", fs::perms::owner_all);
+  const auto bare = gpu_check("PYTHON='" + (dir / "bare/python3").string() + "'");
+  INFO(bare.output);
+  CHECK(bare.code == 1);
+  CHECK(bare.output.find("lacks the Python module(s): torch torchvision yaml") != std::string::npos);
+
+  // No PYTHON, a python3 without torch first on PATH: the project's environment is taken, and
+  // preflight gets past the modules (to the missing binaries).
+  tbtest::write_text(dir / "venv/bin/python", "#!/bin/sh\nexec '" TRAINBENCH_TEST_PYTHON "' \"$@\"\n");
+  fs::permissions(dir / "venv/bin/python", fs::perms::owner_all);
+  const auto own = gpu_check("env -u PYTHON PATH='" + (dir / "bare").string() + ":'\"$PATH\" TRAINBENCH_VENV='" +
+                             (dir / "venv").string() + "'");
+  INFO(own.output);
+  CHECK(own.code == 1);
+  CHECK(own.output.find("python: " + (dir / "venv/bin/python").string()) != std::string::npos);
+  CHECK(own.output.find("lacks") == std::string::npos);
+  CHECK(own.output.find("no prebuilt binaries") != std::string::npos);
+}

@@ -1,0 +1,85 @@
+// A ladder's rounds pooled into one result, and the profile differences its table and the
+// baseline check name.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "trainbench/config/profile_diff.hpp"
+#include "trainbench/config/profile_io.hpp"
+#include "trainbench/report/pooling.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+run_result round_of(double rate, double stage_s, std::int64_t rss, std::int64_t skipped) {
+  run_result r;
+  r.windows = {{8, 8 / rate, rate}, {8, 8 / (rate + 1), rate + 1}};
+  r.stages_s["forward"] = {stage_s, stage_s * 2};
+  r.loss_first = rate;
+  r.loss_last = rate / 2;
+  r.skipped_steps = skipped;
+  r.loss_scale = 1024.0 * static_cast<double>(skipped + 1);
+  r.warmup_batches_done = 3;
+  r.window_batches = 2;
+  r.memory.host_peak_rss_bytes = rss;
+  r.stopped_by = "repeats";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a round's result survives the state file exactly") {
+  run_result r = round_of(100.0 / 3.0, 0.1 / 7.0, 123456789, 2);
+  r.dist.emplace();
+  r.dist->backend = "gloo";
+  r.dist->world = 2;
+  r.dist->ranks = {{0, r.windows, 0.001}, {1, r.windows, std::nullopt}};
+  r.telemetry.source = "nvml";
+  r.telemetry.samples = 4;
+  r.telemetry.power_w_mean = 123.25;
+  const run_result back = run_result_from_json(nlohmann::json::parse(run_result_to_json(r).dump()));
+  CHECK(back.windows.size() == 2);
+  CHECK(back.windows[0].samples_per_s == r.windows[0].samples_per_s);  // bit for bit
+  CHECK(back.stages_s.at("forward") == r.stages_s.at("forward"));
+  CHECK(back.skipped_steps == std::optional<std::int64_t>(2));
+  CHECK(back.memory.host_peak_rss_bytes == r.memory.host_peak_rss_bytes);
+  CHECK_FALSE(back.memory.device_peak_allocated_bytes);
+  REQUIRE(back.dist);
+  CHECK(back.dist->ranks.size() == 2);
+  CHECK(back.dist->ranks[0].allreduce_s_median == std::optional<double>(0.001));
+  CHECK_FALSE(back.dist->ranks[1].allreduce_s_median);
+  CHECK(back.telemetry.power_w_mean == std::optional<double>(123.25));
+}
+
+TEST_CASE("rounds pool into one result: windows in order, loss first to last, peaks the largest") {
+  const auto dir = tbtest::scratch("pooling");
+  const auto state = dir / "rounds/r.json";
+  CHECK(read_rounds(state).empty());
+  write_rounds(state, {round_of(100, 0.01, 1000, 1)});
+  auto rounds = read_rounds(state);
+  rounds.push_back(round_of(200, 0.02, 3000, 0));
+  rounds.push_back(round_of(300, 0.03, 2000, 2));
+  const run_result p = pool_rounds(rounds);
+  REQUIRE(p.windows.size() == 6);
+  CHECK(p.windows[0].samples_per_s == 100);
+  CHECK(p.windows[5].samples_per_s == 301);
+  CHECK(p.stages_s.at("forward").size() == 6);
+  CHECK(p.loss_first == std::optional<double>(100));
+  CHECK(p.loss_last == std::optional<double>(150));
+  CHECK(p.skipped_steps == std::optional<std::int64_t>(3));
+  CHECK(p.memory.host_peak_rss_bytes == std::optional<std::int64_t>(3000));
+  CHECK(p.warmup_batches_done == 9);
+  CHECK(p.window_batches == 2);
+}
+
+TEST_CASE("profile changes name each differing key with both values") {
+  const auto dir = tbtest::scratch("profile-diff");
+  const auto file = tbtest::tiny_profile(dir);
+  const std::string a = to_yaml(load_profile(file).value);
+  const std::string b = to_yaml(load_profile(file, {"train.batch_size=8", "measure.repeats=5"}).value);
+  const auto changes = profile_changes(a, b);
+  REQUIRE(changes.size() == 2);
+  CHECK(describe_changes(without_keys(changes, {"measure"})) == "train.batch_size 4 -> 8");
+  CHECK(profile_changes(a, a).empty());
+  CHECK_THROWS_AS(profile_changes("{", a), input_error);
+}
