@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
                      "rounds of every rung, each rung a fresh process per round, interleaved (default 3)");
   ladder->add_flag("--shuffle", lad.shuffle, "a new random order of the rungs in every round (random interleaving)");
   ladder->add_option("--shuffle-seed", lad.shuffle_seed, "seed of --shuffle's orders (default 1)");
+  ladder->add_option("--reference", lad.reference,
+                     "rung samples/s to mark beside the bars of ladder.svg, one 'rung value' a line (default: the "
+                     "numbers the profiles' header comments give)");
   ladder->add_flag("--quiet,-q", lad.quiet, quiet_help);
 
   timeline_request tl;

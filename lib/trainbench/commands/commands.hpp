@@ -53,6 +53,7 @@ struct ladder_request {
   int rounds = 3;
   bool shuffle = false;  // a new random rung order in every round (random interleaving)
   std::uint64_t shuffle_seed = 1;
+  std::string reference;  // rung samples/s to mark in ladder.svg (else the profiles' header comments)
   bool quiet = false;
   std::string command_line;
 };
