@@ -29,14 +29,14 @@ void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_re
   cmd.add_option("--out,-o", req.out, "report path (overrides report.path)");
   cmd.add_flag("--quiet,-q", req.quiet, quiet_help);
   cmd.add_flag("--strict", req.strict, "treat requested-but-ineffective switches as errors");
+  cmd.add_option("--trace", req.trace,
+                 "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
+                 "becomes the rank (overrides measure.trace)");
   if (!with_model) return;
   cmd.add_option("--baseline", req.baseline,
                  "data-parallel runs: a report of the same profile at world size 1, for scaling efficiency");
   cmd.add_option("--save-weights", req.save_weights,
                  "write the model's state dict (torch.load-able) after the run; {rank} becomes the rank");
-  cmd.add_option("--trace", req.trace,
-                 "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
-                 "becomes the rank (overrides measure.trace)");
 }
 
 // A first word that is neither an option nor a command is a misspelt command: say which was meant.
