@@ -6,6 +6,7 @@
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
+#include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
 #include "trainbench/util/text.hpp"
@@ -28,6 +29,9 @@ void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_re
   cmd.add_option("--out,-o", req.out, "report path (overrides report.path)");
   cmd.add_flag("--quiet,-q", req.quiet, quiet_help);
   cmd.add_flag("--strict", req.strict, "treat requested-but-ineffective switches as errors");
+  cmd.add_option("--trace", req.trace,
+                 "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
+                 "becomes the rank (overrides measure.trace)");
   if (!with_model) return;
   cmd.add_option("--baseline", req.baseline,
                  "data-parallel runs: a report of the same profile at world size 1, for scaling efficiency");
@@ -79,6 +83,8 @@ int main(int argc, char** argv) {
   bottleneck->add_option("--rounds", neck.rounds, "interleaved rounds of both sides (default 3)");
   bottleneck->add_option("--threshold", neck.threshold_pct, "smallest gap in percent that counts (default 3)");
   bottleneck->add_option("--alpha", neck.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  bottleneck->add_option("--trace", neck.trace,
+                         "trace of the loop (Chrome trace-event JSON); the ceiling's goes beside it, -ceiling added");
   bottleneck->add_flag("--quiet,-q", neck.quiet, quiet_help);
 
   std::vector<std::string> validate_files;
@@ -122,7 +128,16 @@ int main(int argc, char** argv) {
                      "rounds of every rung, each rung a fresh process per round, interleaved (default 3)");
   ladder->add_flag("--shuffle", lad.shuffle, "a new random order of the rungs in every round (random interleaving)");
   ladder->add_option("--shuffle-seed", lad.shuffle_seed, "seed of --shuffle's orders (default 1)");
+  ladder->add_option("--reference", lad.reference,
+                     "rung samples/s to mark beside the bars of ladder.svg, one 'rung value' a line (default: the "
+                     "numbers the profiles' header comments give)");
   ladder->add_flag("--quiet,-q", lad.quiet, quiet_help);
+
+  timeline_request tl;
+  auto* timeline = app.add_subcommand("timeline", "draw a few batches of a --trace file as a Gantt chart (SVG)");
+  timeline->add_option("trace", tl.trace, "a trace written by --trace")->required();
+  timeline->add_option("--out,-o", tl.out, "SVG file to write (default timeline.svg)");
+  timeline->add_option("--batches", tl.batches, "A:B draws batches A to B - 1 (default: the first three traced)");
 
   // Hidden (empty group): the hook of scripts/check-torchvision.py, documented in docs/models.md.
   logits_request logits_req;
@@ -166,6 +181,7 @@ int main(int argc, char** argv) {
     if (*show) return show_command(show_req.config, show_req.sets);
     if (*make_ds) return make_dataset_command(ds);
     if (*compare) return compare_command(cmp);
+    if (*timeline) return timeline_command(tl);
     if (*logits) return logits_command(logits_req);
     if (*ladder) {
       lad.command_line = command_line;

@@ -12,6 +12,7 @@
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/text.hpp"
 
 namespace trainbench {
 
@@ -132,7 +133,7 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
 }
 
 std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options& o, bool pin, bool encoded,
-                                          std::int64_t batch, effective_settings& e) {
+                                          std::int64_t batch, load_sink* trace, effective_settings& e) {
   std::shared_ptr<const dataset> data;
   try {
     data = open_dataset(p.data, p.model.num_classes, p.seed);
@@ -165,6 +166,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();
+  lo.trace = trace;
   auto loader = std::make_unique<batch_loader>(std::move(data), lo);
   e.loader_workers = loader->workers();
   e.loader_slots = loader->slots();
@@ -263,6 +265,27 @@ c10::Device device_for_rank(const profile& p, const launch_info& l) {
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(l.local_rank));
 }
 
+// measure.trace: one file per rank where the path has {rank}, else rank 0's only (as the report).
+std::unique_ptr<trace_recorder> make_trace(const profile& p, const launch_info& l, std::int64_t batch) {
+  if (p.measure.trace.empty()) return nullptr;
+  const bool per_rank = p.measure.trace.find("{rank}") != std::string::npos;
+  if (l.rank != 0 && !per_rank) return nullptr;
+  trace_options t;
+  t.path = replace_all(p.measure.trace, "{rank}", std::to_string(l.rank));
+  t.rank = l.rank;
+  t.label = l.world > 1 ? p.name + " (rank " + std::to_string(l.rank) + ")" : p.name;
+  const bool host_data = p.data.source != data_source::device_synthetic;
+  t.workers = host_data ? p.data.workers : 0;
+  loader_options lo;
+  lo.workers = p.data.workers;
+  lo.prefetch_factor = p.data.prefetch_factor;
+  t.ring_slots = batch_loader::ring_slots(lo);
+  t.measured_batches = p.measure.measured_batches;
+  t.batch_size = batch;
+  t.image_phases = p.data.source == data_source::imagefolder;
+  return std::make_unique<trace_recorder>(t);
+}
+
 }  // namespace
 
 pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
@@ -304,11 +327,12 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
 
   out.batch_size = batch;
   e.batch_size = batch;
+  out.trace = make_trace(p, o.launch, batch);
   const bool host_data = p.data.source != data_source::device_synthetic;
   const bool graph = on_cuda && p.backend.cuda_graph && !out.group;
   if (host_data) {
     std::unique_ptr<transfer_stage> decoder = device_decoder(p, device, o.strict, e);
-    out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, decoder != nullptr, batch, e);
+    out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, decoder != nullptr, batch, out.trace.get(), e);
     if (decoder && out.loader->encoded()) {
       out.transfer = std::move(decoder);
       e.decode = "device";
@@ -364,6 +388,11 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   out.clock = on_cuda ? make_cuda_clock(device, out.transfer.get()) : make_host_clock();
   out.probe = on_cuda ? make_cuda_probe(device) : std::make_unique<device_probe>();
   e.clock = out.clock->kind();
+  if (out.trace) {
+    out.clock->keep_spans(true);
+    out.trace->watch(out.probe.get());
+    if (out.transfer) out.trace->set_lookahead(out.transfer->lookahead());
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "helpers.hpp"
+#include "trace_checks.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/stages/weights.hpp"
@@ -335,6 +336,24 @@ TEST_CASE("a rank that hangs makes the other fail after dist.timeout_s, naming i
   CHECK_THAT(report["error"]["message"].get<std::string>(),
              Catch::StartsWith("rank 0 of 2: ") && Catch::Contains(" failed: ") &&
                  Catch::Contains("rank(s) 1 did not report the failure within 3 s"));
+}
+
+TEST_CASE("two ranks with --trace '{rank}': one trace per rank, each its own process with the all-reduce") {
+  const auto dir = tbtest::scratch("dist-trace");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const std::string trace = (dir / "trace-{rank}.json").string();
+  const auto r =
+      two_ranks(" --config " + config + five_steps + " --out " + (dir / "r{rank}.json").string() + " --trace " + trace);
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=0") && Catch::Contains("rc1=0"));
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path file = dir / ("trace-" + std::to_string(rank) + ".json");
+    REQUIRE(fs::exists(file));
+    const auto f = tbtest::check_trace(tbtest::read_json(file));
+    for (const auto& e : f.errors) FAIL_CHECK(e);
+    CHECK(f.pids == std::vector<int>{rank});
+    CHECK(f.stage_n.count("allreduce"));
+  }
 }
 
 TEST_CASE("ResNet-50 over two ranks gets DDP's own buckets at 25 MB") {

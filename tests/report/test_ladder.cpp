@@ -6,6 +6,7 @@
 #include "helpers.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
+#include "trainbench/util/fs.hpp"
 
 using namespace trainbench;
 
@@ -276,4 +277,59 @@ TEST_CASE("a failing rung is shown as failed with its reason and the ladder carr
   // Natural order: 10 after 02.
   CHECK(md.str().find("02-huge") < md.str().find("10-after"));
   (void)base;
+}
+
+TEST_CASE("ladder.svg: each rung's median with its IQR whisker, the speed-up over the first, reference markers") {
+  const std::vector<ladder_rung> rungs{{"00-baseline", "base", 100.0, "", {90, 95, 100, 105, 110}, {}, {}, false},
+                                       {"01-workers", "workers", 250.0, "", {240, 250, 260}, {}, {}, false},
+                                       {"02-oom", "huge", std::nullopt, "out of memory", {}, {}, {}, false},
+                                       {"03-amp", "amp", 300.0, "", {300}, {}, {}, false}};
+  const ladder_reference reference{{"00-baseline", 542.7}, {"01-workers", 797.8}, {"09-other", 1.0}};
+  const std::string svg = ladder_svg(rungs, "t", reference, "ref.txt");
+  INFO(svg);
+  int bars = 0;
+  CHECK(well_formed_xml(svg, bars));
+  CHECK(bars == 4);
+  CHECK(count(svg, "<g class=\"rung\"") == 4);
+  CHECK(count(svg, "class=\"iqr\"") == 2);  // a single window has no spread to draw
+  CHECK(svg.find("IQR 95.0 to 105.0 samples/s over 5 windows") != std::string::npos);
+  CHECK(count(svg, "class=\"reference\"") == 2);
+  CHECK(svg.find("<title>reference 797.8 samples/s</title>") != std::string::npos);
+  CHECK(svg.find(">250.0 samples/s \u00d72.50 \u00b7 reference 797.8 (\u00d71.47)<") != std::string::npos);
+  CHECK(svg.find(">300.0 samples/s \u00d73.00<") != std::string::npos);
+  CHECK(svg.find("diamond: reference samples/s (ref.txt)") != std::string::npos);
+  const std::string plain = ladder_svg(rungs, "t");  // no references: no markers, no word of them
+  CHECK(plain.find("reference") == std::string::npos);
+}
+
+TEST_CASE("ladder references: a --reference file with bad lines named, and the article's numbers from the header") {
+  const auto r = parse_reference("# the article\n00-baseline 542.7\n01-workers: 797.8  # fewer stalls\n\n", "ref.txt");
+  CHECK(r == ladder_reference{{"00-baseline", 542.7}, {"01-workers", 797.8}});
+  CHECK_THROWS_WITH(parse_reference("00-baseline 542.7\n01-workers fast\n", "ref.txt"),
+                    Catch::Contains("ref.txt line 2") && Catch::Contains("rung samples/s"));
+  CHECK_THROWS_WITH(parse_reference("a 1\na 2\n", "ref.txt"), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(parse_reference("a -1\n", "ref.txt"), Catch::Contains("line 1"));
+  CHECK_THROWS_WITH(parse_reference("# nothing\n", "ref.txt"), Catch::Contains("ref.txt"));
+
+  std::vector<std::string> stems;
+  for (const auto& p : ladder_profiles({(tbtest::source_dir() / "configs/ladder").string()}))
+    stems.push_back(std::filesystem::path(p).stem().string());
+  const auto header = header_reference(read_text_file(tbtest::source_dir() / "configs/ladder/00-baseline.yaml"), stems);
+  CHECK(header.size() == 8);
+  CHECK(header.at("00-baseline") == 542.7);
+  CHECK(header.at("06-cuda-graph") == 2704.4);
+  CHECK(header.at("07-stream-overlap") == 3173.4);
+}
+
+TEST_CASE("ladder --reference: a file that cannot be read or parsed stops the ladder before any rung, exit 2") {
+  const auto dir = tbtest::scratch("ladder-reference-bad");
+  tbtest::write_text(dir / "ref.txt", "00-baseline lots\n");
+  for (const std::string& ref : {(dir / "missing.txt").string(), (dir / "ref.txt").string()}) {
+    const auto r =
+        tbtest::run_cli("ladder configs/cpu --out '" + (dir / "out").string() + "' --reference '" + ref + "'");
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(ref) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / "out"));
+  }
 }

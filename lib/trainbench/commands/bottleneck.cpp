@@ -28,6 +28,11 @@ profile ceiling_profile(profile p, std::int64_t batch) {
   p.transfer = transfer_config{};
   p.train.batch_size = static_cast<int>(batch);
   p.train.batch_size_auto = false;
+  if (!p.measure.trace.empty()) {
+    // Beside the loop's trace: name-ceiling.json for name.json.
+    const fs::path t(p.measure.trace);
+    p.measure.trace = (t.parent_path() / (t.stem().string() + "-ceiling" + t.extension().string())).string();
+  }
   return p;
 }
 
@@ -82,8 +87,9 @@ void share_failure(bottleneck_side& s, const bottleneck_side& other) {
   s.in.error_message = "stopped because " + other.in.prof.name + " failed: " + other.in.error_message;
 }
 
-void finish_side(bottleneck_side& s, const std::string& other, int rounds) {
+void finish_side(bottleneck_side& s, const std::string& other, int rounds, int& code) {
   if (s.run) s.in.result = s.run->result();
+  if (s.pipe && s.pipe->trace) code = close_trace(*s.pipe->trace, s.in, code);
   if (s.in.status != "ok") s.in.result.stopped_by = s.in.status;  // "error" or "interrupted"
   // The report holds every round's windows (with noise-based stopping, rounds may differ).
   if (!s.in.result.windows.empty()) {
@@ -123,6 +129,7 @@ bottleneck_input verdict_input(const std::array<bottleneck_side, 2>& sides, int 
 
 int bottleneck_command(const bottleneck_request& req) {
   loaded_profile lp = load_profile(req.config, req.sets);
+  if (!req.trace.empty()) lp.value.measure.trace = req.trace;
   const profile& p = lp.value;
   if (p.data.source == data_source::device_synthetic)
     throw config_error(lp.path.string(), "data.source",
@@ -147,8 +154,8 @@ int bottleneck_command(const bottleneck_request& req) {
   if (code == exit_code::ok) code = run_rounds(sides, req.rounds);
   share_failure(sides[0], sides[1]);
   share_failure(sides[1], sides[0]);
-  finish_side(sides[0], sides[1].pipe ? sides[1].in.prof.name : "", req.rounds);
-  finish_side(sides[1], p.name, req.rounds);
+  finish_side(sides[0], sides[1].pipe ? sides[1].in.prof.name : "", req.rounds, code);
+  finish_side(sides[1], p.name, req.rounds, code);
   for (const auto& s : sides)
     if (&s == &sides[0] || sides[0].pipe) write_file_atomic(out / s.file, make_report(s.in).dump(2) + "\n");
   if (code != exit_code::ok) {

@@ -12,6 +12,7 @@ struct run_request {
   std::string out;           // overrides report.path
   std::string baseline;      // a world-size-1 report: scaling efficiency of a data-parallel run
   std::string save_weights;  // state dict after the run ({rank} is replaced)
+  std::string trace;         // overrides measure.trace
   bool quiet = false;
   bool strict = false;
   bool data_only = false;  // bench-data: loader and transfer, no model
@@ -28,6 +29,7 @@ struct bottleneck_request {
   int rounds = 3;
   double threshold_pct = 3.0;
   double alpha = 0.05;
+  std::string trace;  // the loop's trace; the ceiling's beside it (-ceiling before the extension)
   bool quiet = false;
   std::string command_line;
 };
@@ -51,6 +53,7 @@ struct ladder_request {
   int rounds = 3;
   bool shuffle = false;  // a new random rung order in every round (random interleaving)
   std::uint64_t shuffle_seed = 1;
+  std::string reference;  // rung samples/s to mark in ladder.svg (else the profiles' header comments)
   bool quiet = false;
   std::string command_line;
 };

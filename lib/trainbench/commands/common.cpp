@@ -221,6 +221,16 @@ std::optional<pipeline> build_for_report(const loaded_profile& lp, const profile
   return std::nullopt;
 }
 
+int close_trace(trace_recorder& trace, report_input& in, int code) {
+  try {
+    trace.close();
+    log_info("trace written to " + trace.path());
+  } catch (...) {
+    if (code == exit_code::ok) code = record_failure(in);
+  }
+  return code;
+}
+
 void log_settings(const profile& p, const effective_settings& e) {
   log_info(p.name + ": device " + e.device + " (" + e.device_name + "), " + std::to_string(e.intra_op_threads) +
            " intra-op threads, " + std::to_string(e.loader_workers) + " loader workers, " +

@@ -22,5 +22,8 @@ int record_failure(report_input& in);
 std::optional<pipeline> build_for_report(const loaded_profile& lp, const profile& p, const build_options& bo,
                                          report_input& in, int& code);
 void log_settings(const profile& p, const effective_settings& e);
+// Finishes a trace file (also after a failed run: it holds the windows that completed); a write
+// error fails the run. Returns the exit code.
+int close_trace(trace_recorder& trace, report_input& in, int code);
 
 }  // namespace trainbench

@@ -180,11 +180,37 @@ std::string how_measured(const ladder_request& req) {
          "; samples/s is the median of all its rounds' windows, the interval of a step its 95% interval.";
 }
 
+// --reference, else the numbers the profiles' header comments give (configs/ladder has the
+// article's). Read before any rung runs, so a bad file stops the ladder with nothing written.
+ladder_reference find_reference(const ladder_request& req, std::string& source) {
+  const auto profiles = ladder_profiles(req.inputs);
+  std::vector<std::string> rungs;
+  for (const auto& file : profiles) rungs.push_back(fs::path(file).stem().string());
+  ladder_reference out;
+  if (!req.reference.empty()) {
+    out = parse_reference(read_text_file(req.reference), req.reference);
+    source = fs::path(req.reference).filename().string();
+    std::vector<std::string> unknown;
+    for (const auto& [name, value] : out)
+      if (std::find(rungs.begin(), rungs.end(), name) == rungs.end()) unknown.push_back(name);
+    if (!unknown.empty())
+      log_warn(req.reference + ": no rung of this ladder is named " + join(unknown, ", ") +
+               " (rungs: " + join(rungs, ", ") + ")");
+    return out;
+  }
+  for (const auto& file : profiles)
+    for (const auto& [name, value] : header_reference(read_text_file(file), rungs)) out.emplace(name, value);
+  if (!out.empty()) source = "from the profiles' header comments";
+  return out;
+}
+
 }  // namespace
 
 int ladder_command(const ladder_request& req) {
   if (req.rounds < 1) throw input_error("ladder: --rounds must be at least 1, got " + std::to_string(req.rounds));
   const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
+  std::string reference_source;
+  const ladder_reference reference = find_reference(req, reference_source);
   const launch_info launch = read_launch(process_environment());
   // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
   const bool writer = launch.rank == 0;
@@ -232,7 +258,8 @@ int ladder_command(const ladder_request& req) {
   }
   const std::string md = ladder_markdown(rungs) + "\n" + how_measured(req) + "\n";
   write_file_atomic(out / "ladder.md", md);
-  write_file_atomic(out / "ladder.svg", ladder_svg(rungs, "trainbench ladder: samples/s per rung"));
+  write_file_atomic(out / "ladder.svg",
+                    ladder_svg(rungs, "trainbench ladder: samples/s per rung", reference, reference_source));
   if (!req.quiet) std::cout << "\n" << md << "\n" << std::flush;
   log_result("wrote " + (out / "ladder.md").string() + " and ladder.svg; each rung's report beside them");
   for (const auto& r : rungs)

@@ -71,6 +71,7 @@ int run_command(const run_request& req) {
   // Bad input (profile, data, switches refused by --strict) is found before anything is
   // written: exit 2, no report.
   loaded_profile lp = load_profile(req.config, req.sets);
+  if (!req.trace.empty()) lp.value.measure.trace = req.trace;
   const bool loader_floor = req.data_only && lp.value.measure.min_window_s == 0;
   if (loader_floor) lp.value.measure.min_window_s = loader_min_window_s;
   const profile& p = lp.value;
@@ -109,6 +110,7 @@ int run_command(const run_request& req) {
       code = record_failure(in);
     }
     in.result = run.result();
+    if (pipe->trace) code = close_trace(*pipe->trace, in, code);
     if (code != exit_code::ok) in.result.stopped_by = in.status;  // "error" or "interrupted"
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
       const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));

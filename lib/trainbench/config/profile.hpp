@@ -90,6 +90,7 @@ struct measure_config {
   double target_cv = 0.02;  // stdev / mean of the windows' samples/s at which adding windows stops
   double min_window_s = 0;  // 0: measured_batches per window; else more batches until a window lasts this long
   nvtx_level nvtx = nvtx_level::batch;
+  std::string trace;  // Chrome trace-event JSON of every measured batch ("" off; {rank}: one file per rank)
 };
 
 struct report_config {

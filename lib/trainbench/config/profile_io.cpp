@@ -431,6 +431,7 @@ void visit(V& v, profile& p) {
     v.field("target_cv", p.measure.target_cv);
     v.field("min_window_s", p.measure.min_window_s);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
+    v.field("trace", p.measure.trace);
   });
   v.block("report", [&] { v.field("path", p.report.path); });
   v.block("dist", [&] {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "trainbench/cuda/cuda_check.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
@@ -37,9 +38,12 @@ class cuda_clock final : public stage_clock {
     recorded_.assign(needed, false);
     host_begin_.assign(static_cast<std::size_t>(batches), {});
     host_wait_.assign(static_cast<std::size_t>(batches), -1.0);
+    if (spans_) host_marks_.assign(needed, {});
     batches_ = batches;
     c10::cuda::device_synchronize();
+    const steady::time_point before = steady::now();
     TB_CUDA_CHECK(cudaEventRecord(origin_, compute()));
+    if (spans_) calibrate(before);
     wall_start_ = steady::now();
   }
 
@@ -79,6 +83,9 @@ class cuda_clock final : public stage_clock {
       }
       if (copy_total > 0) out.overlap_share = std::min(1.0, copy_hidden / copy_total);
     }
+    out.spans.clear();
+    out.calibration_ns = calibration_ns_;
+    if (spans_) fill_spans(out.spans);
     return wall;
   }
 
@@ -94,6 +101,41 @@ class cuda_clock final : public stage_clock {
     TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[i]));
     return ms / 1000.0;
   }
+  // The device was idle when the reference event was recorded, so its timestamp lies between
+  // the host times just before the record and just after it completed: the midpoint places the
+  // window's events on the host clock, to within half that bracket. Outside the measured window.
+  void calibrate(steady::time_point before) {
+    TB_CUDA_CHECK(cudaEventSynchronize(origin_));
+    const steady::time_point after = steady::now();
+    origin_host_ns_ = (ns(before) + ns(after)) / 2;
+    calibration_ns_ = (ns(after) - ns(before) + 1) / 2;
+  }
+  static std::int64_t ns(steady::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
+  std::int64_t on_host(std::size_t i) const { return origin_host_ns_ + std::llround(since_origin(i) * 1e9); }
+
+  // Device spans from the same events as the stage times, the data wait from the same host
+  // reads, and the host's enqueue spans (not measurements) for the training thread's lane.
+  void fill_spans(std::vector<stage_span>& out) const {
+    out.reserve(static_cast<std::size_t>(batches_) * stage_count * 2);
+    for (int b = 0; b < batches_; ++b) {
+      const double wait = host_wait_[static_cast<std::size_t>(b)];
+      if (wait >= 0) {
+        const std::int64_t begin = ns(host_begin_[static_cast<std::size_t>(b)]);
+        out.push_back({stage_id::data_wait, b, span_lane::host, true, begin, begin + std::llround(wait * 1e9)});
+      }
+      for (int s = 1; s < stage_count; ++s) {
+        const std::size_t i0 = index(s, b, 0), i1 = index(s, b, 1);
+        if (!recorded_[i0] || !recorded_[i1]) continue;
+        const auto id = static_cast<stage_id>(s);
+        const span_lane lane = (id == stage_id::h2d && copy_) ? span_lane::copy_stream : span_lane::compute_stream;
+        out.push_back({id, b, lane, true, on_host(i0), on_host(i1)});
+        out.push_back({id, b, span_lane::host, false, ns(host_marks_[i0]), ns(host_marks_[i1])});
+      }
+    }
+  }
+
   void mark(stage_id s, int batch, int edge) {
     if (s == stage_id::data_wait) {
       // Waiting for the loader is host time, not device time.
@@ -106,6 +148,7 @@ class cuda_clock final : public stage_clock {
     }
     const std::size_t i = index(static_cast<int>(s), batch, edge);
     cudaStream_t stream = (s == stage_id::h2d && copy_) ? copy_->stream() : compute();
+    if (spans_) host_marks_[i] = steady::now();
     TB_CUDA_CHECK(cudaEventRecord(events_[i], stream));
     recorded_[i] = true;
   }
@@ -116,6 +159,8 @@ class cuda_clock final : public stage_clock {
   std::vector<bool> recorded_;
   std::vector<steady::time_point> host_begin_;
   std::vector<double> host_wait_;
+  std::vector<steady::time_point> host_marks_;  // keep_spans only: when each event was enqueued
+  std::int64_t origin_host_ns_ = 0, calibration_ns_ = 0;
   cudaEvent_t origin_ = nullptr;
   int batches_ = 0;
   steady::time_point wall_start_;

@@ -60,6 +60,21 @@ class cuda_probe final : public device_probe {
     telemetry.throttle_reasons_seen = reasons_seen_;
   }
 
+  void keep_samples(std::size_t capacity) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_.reserve(capacity);
+    keep_ = capacity;
+  }
+
+  std::size_t take_samples(std::vector<telemetry_sample>& out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.insert(out.end(), kept_.begin(), kept_.end());
+    kept_.clear();  // keeps the capacity
+    const std::size_t dropped = dropped_;
+    dropped_ = 0;
+    return dropped;
+  }
+
  private:
   void sample(nvml_device dev) {
     nvml_utilization u{};
@@ -69,7 +84,18 @@ class cuda_probe final : public device_probe {
     const bool has_clock = nvml_.clock_info && nvml_.clock_info(dev, nvml_clock_sm, &clock) == 0;
     const bool has_power = nvml_.power_usage && nvml_.power_usage(dev, &milliwatts) == 0;
     const bool has_reasons = nvml_.clock_reasons && nvml_.clock_reasons(dev, &reasons) == 0;
+    const std::int64_t at =
+        keep_
+            ? std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                  .count()
+            : 0;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (keep_ && kept_.size() < keep_) {
+      kept_.push_back({at, static_cast<double>(u.gpu), has_clock ? static_cast<double>(clock) : -1.0,
+                       has_power ? milliwatts / 1000.0 : -1.0});
+    } else if (keep_) {
+      ++dropped_;
+    }
     ++n_;
     gpu_ += u.gpu;
     mem_ += u.memory;
@@ -88,6 +114,8 @@ class cuda_probe final : public device_probe {
   std::size_t n_ = 0, clock_n_ = 0, power_n_ = 0;
   double gpu_ = 0, mem_ = 0, clock_sum_ = 0, power_sum_ = 0;
   std::uint64_t reasons_seen_ = 0;
+  std::size_t keep_ = 0, dropped_ = 0;  // keep_samples: a trace's counter tracks
+  std::vector<telemetry_sample> kept_;
 };
 
 }  // namespace

@@ -45,7 +45,7 @@ void add(std::atomic<std::int64_t>& a, std::int64_t v) {
 }
 }  // namespace
 
-void load_counters::batch_filled(int worker, std::int64_t, std::int64_t begin_ns, std::int64_t end_ns) {
+void load_counters::batch_filled(int worker, std::int64_t, int, std::int64_t begin_ns, std::int64_t end_ns) {
   slot& s = slots_[static_cast<std::size_t>(worker)];
   add(s.batches, 1);
   add(s.fill_ns, end_ns - begin_ns);

@@ -15,13 +15,24 @@ constexpr int load_phase_count = 4;
 const char* load_phase_name(load_phase p);  // "read", "decode", "crop_resize", "normalize"
 
 // Times are steady-clock nanoseconds (std::chrono::steady_clock, the runner's host clock).
+// Each call comes from the thread named by `worker`, so a sink can keep one single-writer buffer
+// per thread; the ring events (slot_wait, batch_ready, batch_taken) are only sent to a trace.
 class load_sink {
  public:
   virtual ~load_sink() = default;
-  // Worker `worker` filled batch `batch` (the main thread is worker 0 when there are no workers).
-  virtual void batch_filled(int worker, std::int64_t batch, std::int64_t begin_ns, std::int64_t end_ns) = 0;
+  // Worker `worker` filled batch `batch` into ring slot `slot` (the main thread is worker 0 when
+  // there are no workers).
+  virtual void batch_filled(int worker, std::int64_t batch, int slot, std::int64_t begin_ns, std::int64_t end_ns) = 0;
   // One phase of one image of that batch.
   virtual void phase(int worker, std::int64_t batch, load_phase p, std::int64_t begin_ns, std::int64_t end_ns) = 0;
+  // Before filling `batch`, the worker waited for its slot: for the consumer to release it, then
+  // for the copy that read it (its fence).
+  virtual void slot_wait(int, std::int64_t /*batch*/, int /*slot*/, std::int64_t /*begin_ns*/,
+                         std::int64_t /*end_ns*/) {}
+  // With workers: the worker marked `batch` ready; `ready` batches now wait for the consumer.
+  virtual void batch_ready(int /*worker*/, std::int64_t /*batch*/, int /*ready*/, std::int64_t /*at_ns*/) {}
+  // With workers: the consumer (the training thread) took `batch`; `ready` batches are left.
+  virtual void batch_taken(std::int64_t /*batch*/, int /*ready*/, std::int64_t /*at_ns*/) {}
 };
 
 struct load_totals {
@@ -35,7 +46,7 @@ struct load_totals {
 class load_counters final : public load_sink {
  public:
   explicit load_counters(int workers);
-  void batch_filled(int worker, std::int64_t batch, std::int64_t begin_ns, std::int64_t end_ns) override;
+  void batch_filled(int worker, std::int64_t batch, int slot, std::int64_t begin_ns, std::int64_t end_ns) override;
   void phase(int worker, std::int64_t batch, load_phase p, std::int64_t begin_ns, std::int64_t end_ns) override;
   void count_images(int worker, std::int64_t images);
   load_totals totals() const;  // any thread, any time

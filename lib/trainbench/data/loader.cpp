@@ -46,7 +46,7 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
                       " samples per rank, fewer than one batch of " + std::to_string(b) + " with drop_last");
   }
   pinned_ = options_.pin_memory;
-  const int count = static_cast<int>(loader_slot_count(options_.workers, options_.prefetch_factor));
+  const int count = ring_slots(options_);
   auto opts = at::TensorOptions().pinned_memory(pinned_);
   slots_.resize(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
@@ -65,6 +65,10 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
   }
   if (options_.workers == 0) main_state_ = make_state(0);
   for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+int batch_loader::ring_slots(const loader_options& o) {
+  return static_cast<int>(loader_slot_count(o.workers, o.prefetch_factor));
 }
 
 batch_loader::~batch_loader() {
@@ -126,12 +130,14 @@ std::vector<skipped_file> batch_loader::skipped_files() const {
 
 std::int64_t batch_loader::replaced_samples() const { return bad_ ? bad_->replacements() : 0; }
 
-void batch_loader::fill(slot& s, std::int64_t index, worker_state& w) {
+void batch_loader::fill(slot& s, std::int64_t index, worker_state& w, std::int64_t wait_begin) {
   if (s.fence) {
+    if (options_.trace && wait_begin < 0) wait_begin = steady_now_ns();
     s.fence();
     s.fence = nullptr;
   }
   const std::int64_t begin = steady_now_ns();
+  if (options_.trace && wait_begin >= 0) options_.trace->slot_wait(w.id, index, s.batch.slot, wait_begin, begin);
   // Read this batch's positions of the epoch order in place (no per-batch allocation).
   const batch_span span = span_of(index);
   fill_samples(s, span, index, w);
@@ -139,7 +145,7 @@ void batch_loader::fill(slot& s, std::int64_t index, worker_state& w) {
   s.batch.count = span.count;
   counters_.count_images(w.id, span.count);
   const std::int64_t end = steady_now_ns();
-  for (load_sink* sink : sinks_) sink->batch_filled(w.id, index, begin, end);
+  for (load_sink* sink : sinks_) sink->batch_filled(w.id, index, s.batch.slot, begin, end);
 }
 
 void batch_loader::fill_samples(slot& s, const batch_span& span, std::int64_t index, worker_state& w) {
@@ -190,6 +196,7 @@ void batch_loader::worker_loop(int worker) {
   const int k = slots();
   for (std::int64_t index = worker;; index += options_.workers) {
     slot& s = slots_[static_cast<std::size_t>(index % k)];
+    const std::int64_t wait_begin = options_.trace ? steady_now_ns() : -1;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [&] { return stopping_ || (s.state == slot_state::free && s.next_index == index); });
@@ -197,7 +204,7 @@ void batch_loader::worker_loop(int worker) {
       s.state = slot_state::filling;
     }
     try {
-      fill(s, index, state);
+      fill(s, index, state, wait_begin);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
@@ -205,11 +212,16 @@ void batch_loader::worker_loop(int worker) {
       changed_.notify_all();
       return;
     }
+    int ready = 0;
+    std::int64_t at = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       s.state = slot_state::ready;
+      ready = ++ready_;
+      if (options_.trace) at = steady_now_ns();  // under the lock: the counter's changes stay in time order
     }
     changed_.notify_all();
+    if (options_.trace) options_.trace->batch_ready(worker, index, ready, at);
   }
 }
 
@@ -218,13 +230,20 @@ const host_batch& batch_loader::next() {
   slot& s = slots_[static_cast<std::size_t>(index % slots())];
   if (options_.workers == 0) {
     TB_ASSERT(s.state == slot_state::free && s.next_index == index, "ring slot still held by the consumer");
-    fill(s, index, main_state_);
+    fill(s, index, main_state_, -1);
     s.state = slot_state::ready;
     return s.batch;
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return error_ || (s.state == slot_state::ready && s.batch.index == index); });
-  if (error_) std::rethrow_exception(error_);
+  int ready = 0;
+  std::int64_t at = 0;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return error_ || (s.state == slot_state::ready && s.batch.index == index); });
+    if (error_) std::rethrow_exception(error_);
+    ready = --ready_;
+    if (options_.trace) at = steady_now_ns();
+  }
+  if (options_.trace) options_.trace->batch_taken(index, ready, at);
   return s.batch;
 }
 

@@ -36,7 +36,7 @@ struct loader_options {
   int rank = 0, world = 1;  // each rank reads a disjoint shard of every epoch
   // Image folders: the transform, bad-file policy and size limit (the rest is taken from above).
   folder_options folder;
-  load_sink* trace = nullptr;  // optional: also receives every fill and phase span
+  load_sink* trace = nullptr;  // optional: also receives every fill, phase, slot wait and ring change
 };
 
 struct host_batch {
@@ -62,6 +62,8 @@ class batch_loader {
   const host_batch& next();
   void release(const host_batch& batch, copy_fence fence = {});
 
+  // The ring's size for these options: prefetch_factor batches per worker, at least two.
+  static int ring_slots(const loader_options& options);
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
   std::int64_t samples_per_epoch() const { return shard_size_; }
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -99,7 +101,8 @@ class batch_loader {
   batch_span span_of(std::int64_t index) const;
   void worker_loop(int worker);
   worker_state make_state(int id);
-  void fill(slot& s, std::int64_t index, worker_state& w);
+  // wait_begin: when the filling thread started waiting for this slot (-1: not traced).
+  void fill(slot& s, std::int64_t index, worker_state& w, std::int64_t wait_begin);
   void fill_samples(slot& s, const batch_span& span, std::int64_t index, worker_state& w);
   std::shared_ptr<const std::vector<std::int64_t>> epoch_order(std::int64_t epoch) const;
 
@@ -114,6 +117,7 @@ class batch_loader {
   bool pinned_ = false;
   std::vector<slot> slots_;
   std::int64_t consumed_ = 0;
+  int ready_ = 0;  // filled and not yet taken (guarded by mutex_; counted for a trace)
   worker_state main_state_;
 
   mutable std::mutex order_mutex_;

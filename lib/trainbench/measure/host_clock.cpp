@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cmath>
 
 #include "trainbench/measure/clock.hpp"
 
@@ -31,11 +32,32 @@ class host_clock final : public stage_clock {
     const double elapsed = std::chrono::duration<double>(steady::now() - window_start_).count();
     out.per_batch = times_;
     out.overlap_share.reset();
+    out.spans.clear();
+    if (spans_) fill_spans(out.spans);
     return elapsed;
   }
   const char* kind() const override { return "host steady clock"; }
 
  private:
+  // The stage times above, placed: end = begin + the same duration (exact to the nanosecond).
+  void fill_spans(std::vector<stage_span>& out) const {
+    out.reserve(times_.size() * stage_count);
+    for (std::size_t b = 0; b < times_.size(); ++b) {
+      for (int k = 0; k < stage_count; ++k) {
+        const double t = times_[b][static_cast<std::size_t>(k)];
+        if (t < 0) continue;
+        stage_span s;
+        s.stage = static_cast<stage_id>(k);
+        s.row = static_cast<int>(b);
+        s.begin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         begin_[b][static_cast<std::size_t>(k)].time_since_epoch())
+                         .count();
+        s.end_ns = s.begin_ns + std::llround(t * 1e9);
+        out.push_back(s);
+      }
+    }
+  }
+
   steady::time_point window_start_;
   std::vector<std::array<steady::time_point, stage_count>> begin_;
   std::vector<std::array<double, stage_count>> times_;

@@ -97,6 +97,7 @@ void runner::measure_window(int repeat) {
   std::int64_t samples = 0;
   if (p_.group) p_.group->barrier();  // every rank's window starts together
   const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
+  if (p_.trace) p_.trace->window_begin(next_batch_, n);
   p_.clock->start_window(n);
   for (int row = 0; row < n; ++row) {
     samples += run_batch(row);
@@ -107,6 +108,7 @@ void runner::measure_window(int repeat) {
   }
   window_times times;
   const double elapsed = p_.clock->finish_window(times);
+  if (p_.trace) p_.trace->window_end(times);
   result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
   if (p_.loader) record_loader(p_.loader->load_counts() - loaded_before, elapsed);
   for (const auto& row : times.per_batch) {

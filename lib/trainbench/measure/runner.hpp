@@ -10,6 +10,7 @@
 #include "trainbench/distributed/process_group.hpp"
 #include "trainbench/measure/clock.hpp"
 #include "trainbench/measure/probe.hpp"
+#include "trainbench/measure/trace.hpp"
 #include "trainbench/report/run_result.hpp"
 #include "trainbench/stages/preprocess.hpp"
 #include "trainbench/stages/train_step.hpp"
@@ -20,6 +21,7 @@ namespace trainbench {
 // Stages bound to a device, ready to run (built by build_pipeline).
 struct pipeline {
   std::unique_ptr<process_group> group;      // data-parallel runs only; outlives every stage
+  std::unique_ptr<trace_recorder> trace;     // measure.trace only; outlives the loader that writes to it
   std::unique_ptr<transfer_stage> transfer;  // null for device-synthetic
   // Declared after the transfer, so destroyed before it: the loader's destructor waits on copy
   // fences that point at the transfer stage's events.

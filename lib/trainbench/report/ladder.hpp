@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/report/ladder_reference.hpp"
+
 namespace trainbench {
 
 struct ladder_rung {
@@ -23,6 +25,9 @@ struct ladder_rung {
 
 std::vector<std::string> ladder_profiles(const std::vector<std::string>& inputs);
 std::string ladder_markdown(const std::vector<ladder_rung>& rungs);
-std::string ladder_svg(const std::vector<ladder_rung>& rungs, const std::string& title);
+// One <g class="rung"> per rung: the median bar, the windows' IQR whisker, the speed-up over the
+// first rung, and a marker at the rung's reference samples/s where `reference` has one.
+std::string ladder_svg(const std::vector<ladder_rung>& rungs, const std::string& title,
+                       const ladder_reference& reference = {}, const std::string& reference_source = "");
 
 }  // namespace trainbench

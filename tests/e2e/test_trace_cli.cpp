@@ -1,0 +1,130 @@
+// --trace end to end on the CPU: the trace's structure, its agreement with the report, the
+// loader's lanes, and the timeline chart drawn from it.
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "helpers.hpp"
+#include "trace_checks.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int measured = 4, windows = 2;
+const std::string counts =
+    " --set measure.warmup_batches=2 --set measure.measured_batches=" + std::to_string(measured) +
+    " --set measure.repeats=" + std::to_string(windows);
+
+// The report's total per stage (mean per batch times the batches that ran it) against the trace's.
+void check_totals(const nlohmann::json& report, const tbtest::trace_facts& f) {
+  const auto& stages = report.at("results").at("stages_s");
+  REQUIRE(!stages.empty());
+  // bench-data lengthens its windows to measure.min_window_s: the report says how many batches.
+  const int batches = report.at("results").at("window_batches").get<int>() * windows;
+  for (const auto& [name, summary] : stages.items()) {
+    INFO(name);
+    REQUIRE(f.stage_n.count(name));
+    CHECK(f.stage_n.at(name) == batches);
+    const double report_total = summary.at("mean").get<double>() * batches;
+    CHECK(f.stage_s.at(name) == Approx(report_total).epsilon(0.01));
+  }
+  for (const auto& [name, n] : f.stage_n) CHECK(stages.contains(name));
+}
+
+std::string errors_of(const tbtest::trace_facts& f) {
+  std::string out;
+  for (const auto& e : f.errors) out += e + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("run --trace: every measured batch's stages as the report measured them, a lane per worker") {
+  const auto dir = tbtest::scratch("e2e-trace-run");
+  const fs::path trace = dir / "out" / "trace.json";
+  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --set data.workers=2" + counts +
+                                 " --trace '" + trace.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(fs::exists(trace));
+  const auto json = tbtest::read_json(trace);  // parses as JSON
+  const auto f = tbtest::check_trace(json);
+  INFO(errors_of(f));
+  CHECK(f.errors.empty());
+  check_totals(tbtest::read_json(dir / "tiny.json"), f);
+  CHECK(f.worker_lanes == 2);
+  CHECK(f.lanes.front() == "training thread");
+  // Every measured batch's fill, and the arrow from it to the batch that trained on it.
+  CHECK(f.load_spans.at("fill") >= measured * windows);
+  CHECK(f.flows == measured * windows);
+  CHECK(f.counters.count("loader ring ready batches"));
+  CHECK(json.at("otherData").at("lost_events") == 0);
+  CHECK(json.at("otherData").at("windows") == windows);
+  for (const auto& entry : fs::directory_iterator(dir / "out")) CHECK(entry.path() == trace);  // no temp file left
+
+  SECTION("timeline draws a few batches: one group per lane, valid XML") {
+    const fs::path svg = dir / "timeline.svg";
+    const auto t = tbtest::run_cli("timeline '" + trace.string() + "' --out '" + svg.string() + "' --batches 3:5");
+    INFO(t.output);
+    REQUIRE(t.code == 0);
+    CHECK(tbtest::svg_groups(svg, "lane") == 3);  // the training thread and two workers
+    CHECK(tbtest::svg_groups(svg, "counter") == 1);
+    // Batches the trace does not hold: exit 2, naming the ones it does.
+    const auto bad = tbtest::run_cli("timeline '" + trace.string() + "' --out '" + svg.string() + "' --batches 0:2");
+    CHECK(bad.code == 2);
+    CHECK(bad.output.find("holds batches 2 to 9") != std::string::npos);
+    CHECK(tbtest::run_cli("timeline '" + trace.string() + "' --batches 5:5").code == 2);
+  }
+}
+
+TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_resize, normalize inside") {
+  const auto dir = tbtest::scratch("e2e-trace-folder");
+  const auto made = tbtest::run_cli("make-dataset imagefolder --out '" + (dir / "ds").string() +
+                                    "' --classes 2 --per-class 6 --seed 3");
+  REQUIRE(made.code == 0);
+  tbtest::write_text(dir / "folder.yaml",
+                     "name: folder\ndevice: cpu\nseed: 1\nthreads: 1\nmodel: {num_classes: 2}\n"
+                     "data: {source: imagefolder, path: '" +
+                         (dir / "ds").string() +
+                         "', image_size: 32, workers: 1}\ntrain: {batch_size: 4}\n"
+                         "measure: {nvtx: off}\nreport: {path: '" +
+                         (dir / "folder.json").string() + "'}\n");
+  for (int workers : {0, 1}) {
+    INFO("workers " << workers);
+    const fs::path trace = dir / ("trace-" + std::to_string(workers) + ".json");
+    const auto r = tbtest::run_cli("bench-data --config '" + (dir / "folder.yaml").string() + "' --set data.workers=" +
+                                   std::to_string(workers) + counts + " --trace '" + trace.string() + "'");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const auto f = tbtest::check_trace(tbtest::read_json(trace));
+    INFO(errors_of(f));
+    CHECK(f.errors.empty());  // phases within their fill, stages within their batch
+    check_totals(tbtest::read_json(dir / "folder.json"), f);
+    CHECK(f.worker_lanes == workers);
+    for (const char* phase : {"read", "decode", "crop_resize", "normalize"})
+      CHECK((f.load_spans.count(phase) ? f.load_spans.at(phase) : 0) >=
+            4 * measured * windows);        // one per image of each measured batch
+    if (workers == 0) CHECK(f.flows == 0);  // the training thread filled its own batches
+  }
+}
+
+TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the key, nothing run") {
+  const auto dir = tbtest::scratch("e2e-trace-bad");
+  tbtest::write_text(dir / "file", "x");
+  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --trace '" +
+                                 (dir / "file" / "trace.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("measure.trace") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}
+
+TEST_CASE("timeline on a file that is not a trace: exit 2 naming it") {
+  const auto dir = tbtest::scratch("e2e-timeline-bad");
+  tbtest::write_text(dir / "r.json", "{\"results\": {}}");
+  const auto r =
+      tbtest::run_cli("timeline '" + (dir / "r.json").string() + "' --out '" + (dir / "t.svg").string() + "'");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("r.json") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "t.svg"));
+}
