@@ -77,6 +77,11 @@ class cuda_probe final : public device_probe {
 
  private:
   void sample(nvml_device dev) {
+    // Stamped before the queries (each can take milliseconds); NVML's utilisation is itself an
+    // average over its last sampling period, so the counter track trails the work it shows.
+    const std::int64_t at =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
     nvml_utilization u{};
     if (nvml_.utilization(dev, &u) != 0) return;
     unsigned clock = 0, milliwatts = 0;
@@ -84,11 +89,6 @@ class cuda_probe final : public device_probe {
     const bool has_clock = nvml_.clock_info && nvml_.clock_info(dev, nvml_clock_sm, &clock) == 0;
     const bool has_power = nvml_.power_usage && nvml_.power_usage(dev, &milliwatts) == 0;
     const bool has_reasons = nvml_.clock_reasons && nvml_.clock_reasons(dev, &reasons) == 0;
-    const std::int64_t at =
-        keep_
-            ? std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-                  .count()
-            : 0;
     std::lock_guard<std::mutex> lock(mutex_);
     if (keep_ && kept_.size() < keep_) {
       kept_.push_back({at, static_cast<double>(u.gpu), has_clock ? static_cast<double>(clock) : -1.0,
@@ -114,7 +114,7 @@ class cuda_probe final : public device_probe {
   std::size_t n_ = 0, clock_n_ = 0, power_n_ = 0;
   double gpu_ = 0, mem_ = 0, clock_sum_ = 0, power_sum_ = 0;
   std::uint64_t reasons_seen_ = 0;
-  std::size_t keep_ = 0, dropped_ = 0;  // keep_samples: a trace's counter tracks
+  std::size_t keep_ = 0, dropped_ = 0;  // keep_samples (a trace's counter tracks); guarded by mutex_
   std::vector<telemetry_sample> kept_;
 };
 
