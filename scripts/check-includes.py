@@ -70,6 +70,11 @@ def first_include(path):
     return None
 
 
+def uses_torch(path):
+    with open(path) as f:
+        return re.search(r'^\s*#\s*include\s*<(ATen|c10|torch)/', f.read(), re.M) is not None
+
+
 def header_jobs(entries, root, scratch):
     """One TU per header under lib/ and apps/ that no source includes first, with the flags of
     its own .cpp, else of a TU in the same folder, else of a torch TU of the library."""
@@ -88,6 +93,8 @@ def header_jobs(entries, root, scratch):
                 stem = header[: -len(".hpp")]
                 same_dir = [e for f, e in by_file.items() if os.path.dirname(f) == os.path.dirname(header)]
                 entry = by_file.get(stem + ".cpp") or (same_dir[0] if same_dir else fallback)
+                if uses_torch(os.path.join(root, header)) and "torch/include" not in entry["command"]:
+                    entry = fallback  # a torch-free TU of the folder lacks LibTorch's include paths
                 tu = os.path.join(scratch, header.replace("/", "_") + ".cpp")
                 with open(tu, "w") as f:
                     f.write(f'#include "{os.path.join(root, header)}"\n')
