@@ -43,29 +43,6 @@ std::string pct(double now, double before) {
   return buf;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string md_cell(std::string s) { return replace_all(std::move(s), "|", "\\|"); }
 
 // Whether a step up the ladder is real: its 95% interval and compare's verdict at the default

@@ -11,6 +11,7 @@
 
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
+#include "trainbench/util/text.hpp"
 
 namespace trainbench {
 
@@ -18,29 +19,6 @@ namespace {
 
 constexpr int width = 1280, label_w = 200, right_pad = 24, plot_w = width - label_w - right_pad;
 constexpr int row_h = 16, bar_h = 14, lane_pad = 5, counter_h = 40, max_rows = 5;
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // One colour per span name, the same in every chart: waiting in warm reds and greys, the step in
 // blues and greens, the loader in browns.

@@ -10,6 +10,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within a small edit distance, or "" when none is close.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// &, <, > and " as XML entities: text and attribute values of the SVG charts.
+std::string xml_escape(const std::string& s);
 std::vector<std::string> split(const std::string& text, char sep);
 // "file10" after "file9": digit runs compare by value.
 bool natural_less(const std::string& a, const std::string& b);
