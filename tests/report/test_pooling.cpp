@@ -72,6 +72,35 @@ TEST_CASE("rounds pool into one result: windows in order, loss first to last, pe
   CHECK(p.window_batches == 2);
 }
 
+TEST_CASE("a ladder keeps the loader's windows: every round's, with the per-image phases and skipped files") {
+  const auto with_loader = [](double rate, double decode_s, std::int64_t replaced) {
+    run_result r = round_of(rate, 0.01, 1000, 0);
+    r.loader.emplace();
+    r.loader->workers = 2;
+    r.loader->phases = true;
+    r.loader->windows = {{0.5, 64, 0.9, {0.01, decode_s, 0.02, 0.005}}};
+    r.loader->skipped_files = {{"a/b.jpg", "truncated JPEG"}};
+    r.loader->replaced_samples = replaced;
+    return r;
+  };
+  const auto dir = tbtest::scratch("pooling-loader");
+  write_rounds(dir / "r.json", {with_loader(100, 0.125 / 3, 1), round_of(150, 0.01, 1000, 0)});
+  auto rounds = read_rounds(dir / "r.json");
+  REQUIRE(rounds.size() == 2);
+  REQUIRE(rounds[0].loader);
+  CHECK(rounds[0].loader->windows[0].phase_s[1] == 0.125 / 3);  // bit for bit
+  CHECK_FALSE(rounds[1].loader);
+  rounds.push_back(with_loader(200, 0.05, 2));
+  const run_result p = pool_rounds(rounds);
+  REQUIRE(p.loader);
+  CHECK(p.loader->workers == 2);
+  CHECK(p.loader->phases);
+  REQUIRE(p.loader->windows.size() == 2);
+  CHECK(p.loader->windows[1].phase_s[1] == 0.05);
+  CHECK(p.loader->skipped_files.size() == 2);
+  CHECK(p.loader->replaced_samples == 3);
+}
+
 TEST_CASE("profile changes name each differing key with both values") {
   const auto dir = tbtest::scratch("profile-diff");
   const auto file = tbtest::tiny_profile(dir);

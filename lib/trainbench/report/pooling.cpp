@@ -99,6 +99,47 @@ void pool_telemetry(telemetry_result& into, const telemetry_result& t) {
   into.samples += t.samples;
 }
 
+json loader_state_json(const loader_result& l) {
+  json windows = json::array();
+  for (const auto& w : l.windows)
+    windows.push_back({w.elapsed_s, w.images, w.fill_s, w.phase_s[0], w.phase_s[1], w.phase_s[2], w.phase_s[3]});
+  json skipped = json::array();
+  for (const auto& [path, reason] : l.skipped_files) skipped.push_back({path, reason});
+  return {{"workers", l.workers},
+          {"phases", l.phases},
+          {"windows", windows},
+          {"skipped_files", skipped},
+          {"replaced_samples", l.replaced_samples}};
+}
+
+loader_result loader_from(const json& j) {
+  loader_result l;
+  l.workers = j.at("workers").get<int>();
+  l.phases = j.at("phases").get<bool>();
+  for (const auto& w : j.at("windows")) {
+    loader_window x;
+    x.elapsed_s = w.at(0).get<double>();
+    x.images = w.at(1).get<std::int64_t>();
+    x.fill_s = w.at(2).get<double>();
+    for (int k = 0; k < 4; ++k) x.phase_s[k] = w.at(3 + k).get<double>();
+    l.windows.push_back(x);
+  }
+  for (const auto& f : j.at("skipped_files")) l.skipped_files.emplace_back(f.at(0), f.at(1));
+  l.replaced_samples = j.at("replaced_samples").get<std::int64_t>();
+  return l;
+}
+
+// Every round's loader windows and skipped files; the workers and phases are the profile's, the same each round.
+void pool_loader(std::optional<loader_result>& into, const loader_result& l) {
+  if (!into) {
+    into = l;
+    return;
+  }
+  append(into->windows, l.windows);
+  append(into->skipped_files, l.skipped_files);
+  into->replaced_samples += l.replaced_samples;
+}
+
 void pool_dist(dist_result& into, const dist_result& d, std::vector<std::vector<double>>& allreduce_medians) {
   const auto ranks = std::move(into.ranks);
   into = d;
@@ -126,6 +167,7 @@ json run_result_to_json(const run_result& r) {
           {"allreduce_span_s", r.allreduce_span_s},
           {"allreduce_launched_in_backward", r.allreduce_launched_in_backward},
           {"dist", r.dist ? dist_json(*r.dist) : json(nullptr)},
+          {"loader", r.loader ? loader_state_json(*r.loader) : json(nullptr)},
           {"loss_first", opt(r.loss_first)},
           {"loss_last", opt(r.loss_last)},
           {"skipped_steps", opt(r.skipped_steps)},
@@ -154,6 +196,7 @@ run_result run_result_from_json(const json& j) {
   r.allreduce_span_s = j.at("allreduce_span_s").get<std::vector<double>>();
   r.allreduce_launched_in_backward = j.at("allreduce_launched_in_backward").get<std::vector<double>>();
   if (!j.at("dist").is_null()) r.dist = dist_from(j["dist"]);
+  if (j.contains("loader") && !j["loader"].is_null()) r.loader = loader_from(j["loader"]);
   r.loss_first = opt_from<double>(j, "loss_first");
   r.loss_last = opt_from<double>(j, "loss_last");
   r.skipped_steps = opt_from<std::int64_t>(j, "skipped_steps");
@@ -191,6 +234,7 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
       if (!out.dist) out.dist.emplace();
       pool_dist(*out.dist, *r.dist, allreduce_medians);
     }
+    if (r.loader) pool_loader(out.loader, *r.loader);
     if (!out.loss_first) out.loss_first = r.loss_first;
     if (r.loss_last) out.loss_last = r.loss_last;
     if (r.skipped_steps) out.skipped_steps = out.skipped_steps.value_or(0) + *r.skipped_steps;
