@@ -2,15 +2,23 @@
 # Run on an offline GPU host, from the repository root: build (or take prebuilt binaries), run
 # every [gpu] test, the ladders and the PyTorch reference for the same profiles, compare them,
 # and collect every report, the tables, the charts and a log in --out.
-#   usage: scripts/gpu-check.sh [--deps DIR] [--prebuilt DIR] [--out DIR] [--quick] [--rehearse]
+#   usage: scripts/gpu-check.sh [--deps DIR | --prebuilt DIR] [--out DIR] [--quick] [--rehearse]
+#                               [--budget S] [--only LIST] [--pack FILE]
 #     --deps DIR      prefix made by scripts/offline-deps.sh (DIR/prefix): build here with Ninja
 #     --prebuilt DIR  binaries made by scripts/offline-deps.sh (DIR/prebuilt): skip the build
-#     --quick         fewer batches and repeats, fewer reference rungs (under 4 minutes)
+#     --quick         fewer batches, repeats and rounds, fewer reference rungs
 #     --rehearse      on a machine without a GPU: every phase on the CPU with tiny settings (the
 #                     [gpu] tests are only listed), to check the kit before spending GPU time
+#     --budget S      finish within S seconds: each phase runs with the time left (then SIGINT, so
+#                     a ladder keeps the rungs it finished), the phases after it are skipped and
+#                     listed in skipped.txt; the results page and the pack always run
+#     --only LIST     the phases to run, comma-separated, from: tests ladder reference bottleneck
+#                     plus dist imagenet resnet50 (default: all, in that order: their priority)
+#     --pack FILE     end by packing --out into one .tar.gz (for a host that returns few files)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0
+deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack=""
+all_phases="tests ladder reference bottleneck plus dist imagenet resnet50"
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) deps=$(realpath "$2"); shift 2 ;;
@@ -18,9 +26,16 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --rehearse) rehearse=1; quick=1; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --budget) budget=$2; shift 2 ;;
+    --only) only=${2//,/ }; shift 2 ;;
+    --pack) pack=$(realpath -m "$2"); shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
+done
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2; }
+for p in $only; do
+  [[ " $all_phases " == *" $p "* ]] || { echo "gpu-check.sh: --only: unknown phase '$p' (phases: $all_phases)" >&2; exit 2; }
 done
 mkdir -p "$out"
 out=$(realpath "$out")
@@ -35,6 +50,24 @@ phase() {
   current_phase=$1; phase_start=$now
   echo "== $1"
 }
+# With --budget, 30 s stay for the results page and the pack.
+left() { [ "$budget" -gt 0 ] && echo $((t0 + budget - 30 - $(date +%s))) || echo 999999; }
+skipped=()
+# A selected phase with time left starts; any other is skipped (and listed when the budget did it).
+start() {
+  [ -z "$only" ] || [[ " $only " == *" $1 "* ]] || return 1
+  if [ "$(left)" -le 20 ]; then
+    skipped+=("$1"); echo "== $1: skipped, the budget is spent"; return 1
+  fi
+  phase "$1"
+}
+# A command with the phase's time: SIGINT at the budget (trainbench then writes what it has),
+# SIGKILL 15 s later. timeout signals its whole process group: a ladder's rungs stop with it.
+within() {
+  local l; l=$(left)
+  [ "$l" -gt 5 ] || { echo "gpu-check.sh: no time left for: $*"; return 124; }
+  timeout -s INT -k 15 "$l" "$@"
+}
 
 phase "preflight"
 # The project's own environment (scripts/setup.sh) when there is one, else python3 on PATH.
@@ -46,17 +79,21 @@ echo "python: $PY"
 missing=$($PY -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
   torch torchvision yaml) || die "cannot run $PY (set PYTHON to a Python with torch $TORCH_VERSION_PIN)"
 [ -z "$missing" ] || die "$PY lacks the Python module(s): $missing (the kit needs torch, torchvision and PyYAML; set PYTHON, or run scripts/setup.sh)"
+# One interpreter start (importing torch takes seconds): LibTorch's CMake prefix, its libraries,
+# the CUDA runtime the wheel brings (our binaries link libcudart.so.13 directly), CUDA or not.
+read -r torch_prefix torch_lib cuda_lib has_cuda < <($PY -c '
+import os, torch
+here = os.path.dirname(torch.__file__)
+print(torch.utils.cmake_prefix_path, os.path.join(here, "lib"),
+      os.path.realpath(os.path.join(here, "..", "nvidia", "cu13", "lib")), int(torch.cuda.is_available()))')
+[ -n "${has_cuda:-}" ] || die "$PY cannot import torch"
 if [ $rehearse = 1 ]; then
   echo "rehearsal: no GPU checks; every run is forced onto the CPU with tiny settings"
 else
   command -v nvidia-smi >/dev/null || die "no nvidia-smi: this script needs an NVIDIA GPU host"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || die "nvidia-smi failed"
-  $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "$PY has no torch with CUDA"
+  [ "$has_cuda" = 1 ] || die "$PY has no torch with CUDA"
 fi
-torch_prefix=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
-torch_lib=$($PY -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-# The CUDA runtime the wheel brings (our binaries link libcudart.so.13 directly).
-cuda_lib=$($PY -c 'import torch, os; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "lib")))')
 if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
 elif [ -n "$deps" ]; then
@@ -83,23 +120,27 @@ else
 fi
 export TRAINBENCH_EXE=$TB TRAINBENCH_SOURCE_DIR=$PWD
 $TB --version || die "trainbench does not start"
+# nvJPEG (data.decode: device): the copy offline-deps.sh brought; else torchvision's own (a hashed
+# file name, built for the same CUDA 13); else decoding falls back to the host, and says so.
+if [ -z "${TRAINBENCH_NVJPEG:-}" ]; then
+  nv=$(ls "${prebuilt:-/nonexistent}"/prebuilt/lib/libnvjpeg.so.13 "${deps:-/nonexistent}"/prefix/usr/lib/*/libnvjpeg.so.13 2>/dev/null | head -1)
+  [ -n "$nv" ] || nv=$($PY -c 'import glob, os, torchvision as t; print((glob.glob(os.path.join(os.path.dirname(t.__file__), "..", "torchvision.libs", "libnvjpeg*.so*")) + [""])[0])' 2>/dev/null)
+  [ -n "$nv" ] && export TRAINBENCH_NVJPEG=$nv
+fi
+echo "nvjpeg: ${TRAINBENCH_NVJPEG:-none found (data.decode: device falls back to the host)}"
 
-phase "gpu tests"
-if [ $rehearse = 1 ]; then
-  # They need a GPU; listing proves the binary loads (Catch2 exits with the number listed).
-  $TESTS "[gpu]" --list-tests 2>&1 | tee "$out/gpu-tests.txt"
-  [ "${PIPESTATUS[0]}" -gt 0 ] && tests_rc=0 || tests_rc=1
-else
-  $TESTS "[gpu]" --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
-  tests_rc=${PIPESTATUS[0]}
+tests_rc=0
+if start tests; then
+  if [ $rehearse = 1 ]; then
+    # They need a GPU; listing proves the binary loads (Catch2 exits with the number listed).
+    $TESTS "[gpu]" --list-tests 2>&1 | tee "$out/gpu-tests.txt"
+    [ "${PIPESTATUS[0]}" -gt 0 ] && tests_rc=0 || tests_rc=1
+  else
+    within $TESTS "[gpu]" --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
+    tests_rc=${PIPESTATUS[0]}
+  fi
 fi
 
-phase "dataset"
-data=data/cifar-10-batches-bin
-samples=$([ $quick = 1 ] && echo 10000 || echo 50000)
-[ -f $data/data_batch_1.bin ] || $TB make-dataset cifar10 --out $data --samples $samples
-
-phase "ladder"
 sets=()
 [ $quick = 1 ] && sets=(--set measure.repeats=3)
 [ $rehearse = 1 ] && sets=(--set device=cpu --set data.image_size=32 --set train.batch_size=8 --set data.workers=1
@@ -107,41 +148,84 @@ sets=()
 backend=$([ $rehearse = 1 ] && echo gloo || echo nccl)
 # Every rung and round in a fresh process, the rungs interleaved: --quick takes two rounds.
 rounds=$([ $quick = 1 ] && echo 2 || echo 3)
-$TB ladder configs/ladder --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
-$TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds --quiet "${sets[@]}"
-# ResNet-50 up to NVIDIA's recipe: its reports carry the share of the GPU's tensor-core peak.
-$TB ladder configs/resnet50 --out "$out/resnet50" --rounds $rounds --quiet "${sets[@]}"
 
-phase "data-parallel"
-# One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.
-base=$(ls "$out"/ladder/*04-amp*.json 2>/dev/null | head -1)
-$PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
-  --config configs/ladder/04-amp.yaml --set dist.backend=$backend "${sets[@]}" --out "$out/dist-$backend-1.json" \
-  ${base:+--baseline "$base"} || echo "data-parallel $backend run failed"
+cifar() {
+  local data=data/cifar-10-batches-bin samples
+  samples=$([ $quick = 1 ] && echo 10000 || echo 50000)
+  [ -f $data/data_batch_1.bin ] || $TB make-dataset cifar10 --out $data --samples $samples
+}
+# configs/imagenet and configs/resnet50/08 read data/imagenet: dead-leaves JPEGs of ImageNet's sizes.
+imagefolder() {
+  local per_class
+  per_class=$([ $rehearse = 1 ] && echo 10 || echo 100)
+  [ -f data/imagenet/GENERATED ] || $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $per_class
+}
 
-phase "bottleneck"
-# Each rung against its compute ceiling (same step, one reused device batch), interleaved.
-for n in 01-workers 07-stream-overlap; do
-  $TB bottleneck -c configs/ladder/$n.yaml --rounds 2 --out "$out/bottleneck/$n" --quiet "${sets[@]}" ||
-    echo "bottleneck $n failed"
-done
+if start ladder; then
+  cifar
+  within $TB ladder configs/ladder --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
+fi
 
-phase "pytorch reference"
-mkdir -p "$out/pytorch"
-rungs=(configs/ladder/*.yaml)
-[ $quick = 1 ] && rungs=(configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml configs/ladder/07-stream-overlap.yaml)
-for f in "${rungs[@]}"; do
-  n=$(basename "$f" .yaml)
-  $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/pytorch/$n.json" ||
-    echo "reference $n failed"
-done
+if start reference; then
+  # The PyTorch reference of the same profiles (its 07 is torch.compile + overlap: goal 1's baseline).
+  cifar
+  mkdir -p "$out/pytorch"
+  rungs=(configs/ladder/*.yaml)
+  [ $quick = 1 ] && rungs=(configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml configs/ladder/07-stream-overlap.yaml)
+  for f in "${rungs[@]}"; do
+    n=$(basename "$f" .yaml)
+    within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/pytorch/$n.json" ||
+      echo "reference $n failed"
+  done
+fi
 
-phase "compare"
-$TB compare "$out/pytorch" "$out/ladder" --format markdown | tee "$out/compare.md"
-$PY scripts/results-page.py --ladder "$out/ladder" --plus "$out/ladder-plus" --pytorch "$out/pytorch" \
-  --tests "$out/gpu-tests.txt" --dist "$out/dist-$backend-1.json" --bottleneck "$out/bottleneck" \
-  > "$out/results.md" || echo "results page failed"
+if start bottleneck; then
+  # Each rung against its compute ceiling (same step, one reused device batch), interleaved: goal 2.
+  cifar
+  for n in 07-stream-overlap 01-workers; do
+    within $TB bottleneck -c configs/ladder/$n.yaml --rounds 2 --out "$out/bottleneck/$n" --quiet "${sets[@]}" ||
+      echo "bottleneck $n failed"
+  done
+fi
+
+if start plus; then
+  cifar
+  within $TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds --quiet "${sets[@]}"
+fi
+
+if start dist; then
+  # One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.
+  cifar
+  base=$(ls "$out"/ladder/*04-amp*.json 2>/dev/null | head -1)
+  within $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
+    --config configs/ladder/04-amp.yaml --set dist.backend=$backend "${sets[@]}" --out "$out/dist-$backend-1.json" \
+    ${base:+--baseline "$base"} || echo "data-parallel $backend run failed"
+fi
+
+if start imagenet; then
+  # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
+  imagefolder
+  within $TB ladder configs/imagenet --out "$out/imagenet" --rounds $rounds --quiet "${sets[@]}"
+fi
+
+if start resnet50; then
+  # ResNet-50 up to NVIDIA's recipe (and on JPEGs in 08): reports carry the share of the tensor-core peak.
+  imagefolder
+  r50=("${sets[@]}")
+  [ $quick = 1 ] && [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
+  within $TB ladder configs/resnet50 --out "$out/resnet50" --rounds $rounds --quiet "${r50[@]}"
+fi
+
+phase "results"
+printf '%s\n' "${skipped[@]}" > "$out/skipped.txt"
+[ ${#skipped[@]} -gt 0 ] && echo "skipped (budget): ${skipped[*]}"
+[ -d "$out/pytorch" ] && [ -d "$out/ladder" ] &&
+  $TB compare "$out/pytorch" "$out/ladder" --format markdown | tee "$out/compare.md"
+$PY scripts/results-page.py --out-dir "$out" > "$out/results.md" || echo "results page failed"
 
 phase "end"
 echo "gpu tests exit code: $tests_rc; everything is in $out"
+if [ -n "$pack" ]; then
+  tar -C "$(dirname "$out")" -czf "$pack" "$(basename "$out")" && echo "packed into $pack ($(du -h "$pack" | cut -f1))"
+fi
 exit $tests_rc

@@ -15,7 +15,7 @@ prebuilt=1
 command -v apt-get >/dev/null || { echo "offline-deps.sh: needs apt-get (Debian 12)" >&2; exit 2; }
 
 packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-          nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev libgloo-dev)
+          nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev libgloo-dev libjpeg62-turbo-dev libjpeg62-turbo)
 rm -rf "$dir/debs" "$dir/prefix"
 mkdir -p "$dir/debs" "$dir/prefix"
 (cd "$dir/debs" && apt-get download "${packages[@]}" > /dev/null) ||
@@ -29,11 +29,23 @@ if [ "$prebuilt" = 1 ]; then
   rm -rf "$dir/prebuilt"
   mkdir -p "$dir/prebuilt/lib"
   cp build/trainbench build/tests/trainbench_tests "$dir/prebuilt/"
-  # The non-torch libraries they load; LibTorch and CUDA come from the host's own wheel.
+  # The non-torch libraries they load; LibTorch and CUDA come from the host's own wheel. Debian's
+  # libjpeg.so.62 (libjpeg-turbo) is not what other distributions ship (Ubuntu has libjpeg.so.8).
   for lib in $(ldd build/trainbench build/tests/trainbench_tests | awk '/=>/ {print $3}' |
-               grep -E 'libyaml-cpp|libspdlog|libfmt' | sort -u); do
+               grep -E 'libyaml-cpp|libspdlog|libfmt|libjpeg' | sort -u); do
     cp -L "$lib" "$dir/prebuilt/lib/"
   done
+fi
+# nvJPEG for data.decode: device. torch's wheel does not depend on nvidia-nvjpeg, so a GPU host
+# with only PyTorch lacks it; the copy scripts/setup.sh put beside torch's CUDA libraries travels,
+# in the prefix (the build route's LD_LIBRARY_PATH) and beside the prebuilt binaries.
+source scripts/env.sh
+nvjpeg=$("$TRAINBENCH_PYTHON" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "lib", "libnvjpeg.so.13"))' 2>/dev/null || true)
+if [ -n "$nvjpeg" ] && [ -f "$nvjpeg" ]; then
+  cp -L "$nvjpeg" "$dir/prefix/usr/lib/x86_64-linux-gnu/"
+  [ "$prebuilt" = 1 ] && cp -L "$nvjpeg" "$dir/prebuilt/lib/"
+else
+  echo "offline-deps.sh: no libnvjpeg.so.13 in the venv (scripts/setup.sh installs it): device decoding will fall back to the host" >&2
 fi
 echo "offline dependencies in $dir ($(du -sh "$dir" | cut -f1), .debs $(du -sh "$dir/debs" | cut -f1)):"
 (cd "$dir" && find prefix/usr/lib -name '*.so*' -o -name '*Config.cmake' -o -name '*config.cmake' | sort)

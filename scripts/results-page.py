@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the Markdown page for docs/results/ from a gpu-check run: the ladder next to the
-PyTorch reference and the article's numbers, the extra rungs, and anything that failed.
-    scripts/results-page.py --ladder DIR --plus DIR --pytorch DIR [--tests FILE] [--dist FILE]
-                            [--bottleneck DIR] > page.md"""
+"""Writes the Markdown page for docs/results/ from gpu-check output folders: the article's ladder
+next to the PyTorch reference and the article's numbers, the extra rungs, the two goals of the
+first GPU run, the image-folder and ResNet-50 ladders, and everything that failed or was skipped.
+    scripts/results-page.py --out-dir DIR [--out-dir DIR2 ...] > page.md
+Several folders (say, two budgeted calls with different --only phases) are merged; for a part
+present in more than one, the last folder given wins."""
 import argparse
 import glob
 import json
@@ -10,29 +12,137 @@ import os
 
 ARTICLE = {"00-baseline": 542.7, "01-workers": 797.8, "02-pin-memory": 964.5, "03-non-blocking": 1019.5,
            "04-amp": 1628.8, "05-batch-512": 2201.6, "06-cuda-graph": 2704.4, "07-stream-overlap": 3173.4}
+# NVIDIA DeepLearningExamples, ResNet-50 v1.5 training, one GPU (img/s): see configs/resnet50/00-baseline.yaml.
+NVIDIA_R50 = "A100 80 GB: 2470 AMP, 938 TF32; V100 16 GB: 1200 AMP, 367 FP32"
+STAGES = ["data_wait", "h2d", "preprocess", "forward", "backward", "allreduce", "optimizer"]
 
 
 def load(folder):
     out = {}
     for f in sorted(glob.glob(os.path.join(folder, "*.json"))):
-        out[os.path.basename(f)[:-5]] = json.load(open(f))
+        try:
+            j = json.load(open(f))
+        except (OSError, ValueError):
+            continue
+        if isinstance(j, dict) and "results" in j:  # a run report (not ladder.json or a summary)
+            out[os.path.basename(f)[:-5]] = j
     return out
 
 
 def median(r):
-    s = r.get("results", {}).get("samples_per_s")
+    s = (r.get("results") or {}).get("samples_per_s")
     return s["median"] if r.get("status") == "ok" and s else None
 
 
-def fmt(v):
-    return f"{v:.1f}" if v is not None else "–"
+def fmt(v, digits=1):
+    return f"{v:.{digits}f}" if v is not None else "–"
+
+
+def notes_of(r):
+    """effective.notes in short: the switch names that had no effect, then any other note, clipped."""
+    out = []
+    for n in (r.get("effective") or {}).get("notes", []):
+        if n.startswith("ladder: "):
+            continue  # the same on every pooled rung
+        out.append(n.split(":")[0] + " (no effect)" if "ineffective" in n else (n if len(n) <= 90 else n[:87] + "..."))
+    return "; ".join(out)
+
+
+def failures_of(reports, part):
+    return [f"{part} {n}: {(r.get('error') or {}).get('message', r.get('status'))}"
+            for n, r in reports.items() if r.get("status") != "ok"]
+
+
+def stage_sum_share(r):
+    """Sum of the stage medians over the batch median; None where stages overlap by design."""
+    eff, res = r.get("effective") or {}, r.get("results") or {}
+    st = res.get("stages_s") or {}
+    if eff.get("copy_stream") or eff.get("cuda_graph") or "batch" not in st:
+        return None
+    return sum(st[k]["median"] for k in STAGES if k in st) / st["batch"]["median"]
+
+
+def ladder_section(ladder, ref):
+    print("\n## The article's ladder\n")
+    print("| rung | trainbench samples/s | PyTorch reference | article | trainbench / reference | IQR | stages / batch |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for name, r in ladder.items():
+        tb, py = median(r), median(ref[name]) if name in ref else None
+        s = (r.get("results") or {}).get("samples_per_s") or {}
+        ratio = f"{tb / py:.2f}x" if tb and py else "–"
+        iqr = f"{s.get('q1', 0):.0f}–{s.get('q3', 0):.0f}" if tb else "–"
+        share = stage_sum_share(r)
+        print(f"| {name} | {fmt(tb)} | {fmt(py)} | {fmt(ARTICLE.get(name))} | {ratio} | {iqr} | "
+              f"{fmt(100 * share) + '%' if share else '–'} |")
+    print("\n`stages / batch`: the stage medians summed over the batch median, for rungs whose stages "
+          "run one after another (no copy stream, no graph); the goal is within 2% of 100%.")
+
+
+def plus_section(plus):
+    print("\n## Beyond the article\n")
+    print("| rung | samples/s | peak device memory | notes |\n|---|---:|---:|---|")
+    for name, r in plus.items():
+        mem = ((r.get("results") or {}).get("memory") or {}).get("device_peak_allocated_bytes")
+        notes = notes_of(r)
+        print(f"| {name} | {fmt(median(r))} | {fmt(mem / 2**30, 2) + ' GiB' if mem else '–'} | {notes} |")
+
+
+def goals_section(ladder, plus, ref, bottleneck_dir):
+    print("\n## The two goals\n")
+    ours = [(median(r), f"ladder/{n}") for n, r in ladder.items() if median(r)]
+    ours += [(median(r), f"ladder-plus/{n}") for n, r in plus.items() if median(r)]
+    theirs = [(median(r), n) for n, r in ref.items() if median(r)]
+    if ours and theirs:
+        (a, an), (b, bn) = max(ours), max(theirs)
+        verdict = "met" if a >= 2 * b else "not met"
+        print(f"1. Best trainbench rung {an}: {a:.1f} samples/s; best PyTorch reference rung {bn}: {b:.1f} "
+              f"samples/s: **{a / b:.2f}x** (goal at least 2x: {verdict}).")
+    else:
+        print("1. Not measured: no finished trainbench rung or reference rung.")
+    verdicts = []
+    for f in sorted(glob.glob(os.path.join(bottleneck_dir or "", "*", "bottleneck.json"))):
+        b = json.load(open(f))
+        verdicts.append((os.path.basename(os.path.dirname(f)), b["share_of_ceiling"]))
+    if verdicts:
+        text = ", ".join(f"{n}: **{100 * s:.1f}%** of its ceiling ({'met' if s >= 0.9 else 'not met'})"
+                         for n, s in verdicts)
+        print(f"2. Full pipeline against the device-resident ceiling (goal at least 90%): {text}.")
+    else:
+        print("2. Not measured: no bottleneck verdict.")
+
+
+def imagenet_section(reports):
+    print("\n## JPEG folders (configs/imagenet)\n")
+    print("| rung | samples/s | decode | decode ms / image (host) | loader busy | notes |")
+    print("|---|---:|---|---:|---:|---|")
+    for name, r in reports.items():
+        eff, res = r.get("effective") or {}, r.get("results") or {}
+        loader = res.get("loader") or {}
+        dec = ((loader.get("per_image_s") or {}).get("decode") or {}).get("median")
+        busy = (loader.get("busy_share") or {}).get("median")
+        notes = notes_of(r)
+        print(f"| {name} | {fmt(median(r))} | {eff.get('decode', '?')} | {fmt(1000 * dec, 3) if dec else '–'} | "
+              f"{fmt(100 * busy) + '%' if busy is not None else '–'} | {notes} |")
+
+
+def resnet50_section(reports):
+    print("\n## ResNet-50 to NVIDIA's recipe (configs/resnet50)\n")
+    print(f"NVIDIA's published figures: {NVIDIA_R50}.\n")
+    print("| rung | samples/s | model TFLOP/s | share of tensor-core peak | batch | notes |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, r in reports.items():
+        eff, c = r.get("effective") or {}, (r.get("results") or {}).get("compute") or {}
+        fl, share = c.get("model_flops_per_s"), c.get("share_of_peak")
+        notes = notes_of(r)
+        print(f"| {name} | {fmt(median(r))} | {fmt(fl / 1e12 if fl else None)} | "
+              f"{fmt(100 * share) + '%' if share is not None else '–'} | {eff.get('batch_size', '?')} | {notes} |")
 
 
 def dist_section(path):
     print("\n## Data-parallel\n")
-    if not os.path.exists(path):
+    if not path:
         print("no report: the run did not start")
-        return [f"data-parallel: no report at {os.path.basename(path)}"]
+        return ["data-parallel: no report"]
     r = json.load(open(path))
     d = (r.get("results") or {}).get("distributed") or {}
     eff = d.get("scaling_efficiency")
@@ -62,52 +172,58 @@ def bottleneck_section(folder):
     return failures
 
 
+def last_existing(dirs, *parts):
+    found = [os.path.join(d, *parts) for d in dirs if os.path.exists(os.path.join(d, *parts))]
+    return found[-1] if found else None
+
+
+def parts(dirs, name):
+    folder = last_existing(dirs, name)
+    return load(folder) if folder else {}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ladder", required=True)
-    ap.add_argument("--plus", required=True)
-    ap.add_argument("--pytorch", required=True)
-    ap.add_argument("--tests")
-    ap.add_argument("--dist", help="report of the data-parallel run")
-    ap.add_argument("--bottleneck", help="folder of `trainbench bottleneck` outputs, one subfolder per rung")
-    a = ap.parse_args()
-    ladder, plus, ref = load(a.ladder), load(a.plus), load(a.pytorch)
-    any_report = next(iter(ladder.values()), {})
+    ap.add_argument("--out-dir", action="append", required=True, help="a gpu-check --out folder (repeatable)")
+    dirs = ap.parse_args().out_dir
+    ladder, plus, ref = parts(dirs, "ladder"), parts(dirs, "ladder-plus"), parts(dirs, "pytorch")
+    imagenet, r50 = parts(dirs, "imagenet"), parts(dirs, "resnet50")
+    any_report = next(iter({**r50, **imagenet, **plus, **ladder}.values()), {})
     c = any_report.get("context", {})
     gpu = c.get("gpu") or {}
     print(f"# GPU run {c.get('date', '?')[:10]}: {gpu.get('name', '?')}\n")
-    print(f"- GPU: {gpu.get('name', '?')}, driver {gpu.get('driver', '?')}, {gpu.get('memory_bytes', 0) / 2**30:.0f} GiB")
-    print(f"- LibTorch {c.get('libtorch', '?')}, CUDA {c.get('cuda', '?')}, cuDNN {c.get('cudnn', '?')}, CPU {c.get('cpu', {}).get('model', '?')} x {c.get('cpu', {}).get('cores', '?')}")
-    print(f"- trainbench {any_report.get('tool', {}).get('version', '?')} ({any_report.get('tool', {}).get('git', '?')}); data: "
-          + ("random CIFAR-10-format images (make-dataset)" if c.get("data_generated") else "CIFAR-10"))
-    print("\n## The article's ladder\n")
-    print("| rung | trainbench samples/s | PyTorch reference | article | trainbench / reference | IQR |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(f"- GPU: {gpu.get('name', '?')}, driver {gpu.get('driver', '?')}, "
+          f"{(gpu.get('memory_bytes') or 0) / 2**30:.0f} GiB")
+    print(f"- LibTorch {c.get('libtorch', '?')}, CUDA {c.get('cuda', '?')}, cuDNN {c.get('cudnn', '?')}, "
+          f"CPU {c.get('cpu', {}).get('model', '?')} x {c.get('cpu', {}).get('cores', '?')}")
+    print(f"- trainbench {any_report.get('tool', {}).get('version', '?')} ({any_report.get('tool', {}).get('git', '?')}); "
+          "data: " + ("generated (make-dataset)" if c.get("data_generated") else "as the profiles name it"))
     failures = []
-    for name, r in ladder.items():
-        tb = median(r)
-        py = median(ref[name]) if name in ref else None
-        s = r.get("results", {}).get("samples_per_s") or {}
-        ratio = f"{tb / py:.2f}x" if tb and py else "–"
-        iqr = f"{s.get('q1', 0):.0f}–{s.get('q3', 0):.0f}" if tb else "–"
-        print(f"| {name} | {fmt(tb)} | {fmt(py)} | {fmt(ARTICLE.get(name))} | {ratio} | {iqr} |")
-        if r.get("status") != "ok":
-            failures.append(f"{name}: {r.get('error', {}).get('message', '?')}")
-    print("\n![ladder](ladder.svg)\n\n## Beyond the article\n")
-    print("| rung | samples/s | peak device memory | notes |\n|---|---:|---:|---|")
-    for name, r in plus.items():
-        mem = (r.get("results", {}).get("memory") or {}).get("device_peak_allocated_bytes")
-        notes = "; ".join(r.get("effective", {}).get("notes", []))
-        print(f"| {name} | {fmt(median(r))} | {mem / 2**30:.2f} GiB | {notes} |" if mem else f"| {name} | {fmt(median(r))} | – | {notes} |")
-        if r.get("status") != "ok":
-            failures.append(f"{name}: {r.get('error', {}).get('message', '?')}")
-    if a.dist:
-        failures += dist_section(a.dist)
-    if a.bottleneck:
-        failures += bottleneck_section(a.bottleneck)
-    if a.tests and os.path.exists(a.tests):
-        lines = open(a.tests).read().strip().splitlines()
+    bdir = last_existing(dirs, "bottleneck")
+    goals_section(ladder, plus, ref, bdir)
+    ladder_section(ladder, ref)
+    print("\n![ladder](ladder/ladder.svg)")
+    plus_section(plus)
+    if bdir:
+        failures += bottleneck_section(bdir)
+    failures += dist_section(last_existing(dirs, "dist-nccl-1.json") or last_existing(dirs, "dist-gloo-1.json"))
+    imagenet_section(imagenet)
+    resnet50_section(r50)
+    for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("reference", ref), ("imagenet", imagenet),
+                          ("resnet50", r50)]:
+        failures += failures_of(reports, part)
+    tests = last_existing(dirs, "gpu-tests.txt")
+    if tests:
+        lines = open(tests).read().strip().splitlines()
         print("\n## [gpu] tests\n\n```\n" + "\n".join(lines[-15:]) + "\n```")
+    # A phase one call skipped and another ran is not skipped.
+    output_of = {"tests": "gpu-tests.txt", "ladder": "ladder", "reference": "pytorch", "bottleneck": "bottleneck",
+                 "plus": "ladder-plus", "dist": "dist-nccl-1.json", "imagenet": "imagenet", "resnet50": "resnet50"}
+    skipped = sorted({p for d in dirs if os.path.exists(os.path.join(d, "skipped.txt"))
+                      for p in open(os.path.join(d, "skipped.txt")).read().split()
+                      if not last_existing(dirs, output_of.get(p, p))})
+    print("\n## Skipped (time budget)\n")
+    print(", ".join(skipped) if skipped else "none")
     print("\n## Failures\n")
     print("\n".join(f"- {f}" for f in failures) if failures else "none")
 
