@@ -7,6 +7,7 @@
 #   tb-full    trainbench with data.partial_decode: false (every file decoded whole)
 # All sides run interleaved, round after round, at each worker count; the load average is
 # recorded beside every measurement. Prints medians, ranges and ratios; raw outputs stay in --out.
+# Then scripts/jpeg-floor.cpp: libjpeg-turbo's own cost of whole, entropy-only and partial decodes.
 #   usage: scripts/bench-imagefolder.sh [--workers "1 2"] [--rounds R] [--batches K] [--data DIR] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +64,9 @@ for r in $(seq 1 "$rounds"); do
     done
   done
 done
+# What no loader on libjpeg-turbo can avoid on these files: the entropy decoding of every row
+# down to a crop's last one (thread CPU time, no other process's share).
+g++ -O2 -std=c++17 scripts/jpeg-floor.cpp -ljpeg -o build/jpeg-floor && build/jpeg-floor "$data/train" | tee "$out/jpeg-floor.txt"
 "$TRAINBENCH_PYTHON" - "$raw" <<'PY'
 import glob, json, statistics, sys
 raw = sys.argv[1]
