@@ -13,12 +13,13 @@
 #                     a ladder keeps the rungs it finished), the phases after it are skipped and
 #                     listed in skipped.txt; the results page and the pack always run
 #     --only LIST     the phases to run, comma-separated, from: tests ladder reference bottleneck
-#                     plus dist imagenet resnet50 (default: all, in that order: their priority)
+#                     plus dist imagenet resnet50 sanitizer (default: all, in that order: their
+#                     priority)
 #     --pack FILE     end by packing --out into one .tar.gz (for a host that returns few files)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack=""
-all_phases="tests ladder reference bottleneck plus dist imagenet resnet50"
+all_phases="tests ladder reference bottleneck plus dist imagenet resnet50 sanitizer"
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) deps=$(realpath "$2"); shift 2 ;;
@@ -27,20 +28,36 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --rehearse) rehearse=1; quick=1; shift ;;
     --budget) budget=$2; shift 2 ;;
-    --only) only=${2//,/ }; shift 2 ;;
+    --only) only=${2//,/ }; only_given=1; shift 2 ;;
     --pack) pack=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2; }
+[ -n "${only_given:-}" ] && [ -z "${only// /}" ] &&
+  { echo "gpu-check.sh: --only names no phase (phases: $all_phases)" >&2; exit 2; }
 for p in $only; do
   [[ " $all_phases " == *" $p "* ]] || { echo "gpu-check.sh: --only: unknown phase '$p' (phases: $all_phases)" >&2; exit 2; }
 done
 mkdir -p "$out"
 out=$(realpath "$out")
 log=$out/gpu-check.log
+# The log through tee; the pack waits for tee to drain it (else the packed log lags the screen).
+exec 3>&1 4>&2
 exec > >(tee "$log") 2>&1
+tee_pid=$!
+packed=0
+pack_out() {
+  [ -n "$pack" ] && [ $packed = 0 ] || return 0
+  packed=1
+  echo "packing $out into $pack"
+  exec >&3 2>&4
+  wait "$tee_pid" 2>/dev/null
+  tar -C "$(dirname "$out")" -czf "$pack" "$(basename "$out")" && echo "packed ($(du -h "$pack" | cut -f1))"
+}
+# Also on an early exit (die, a failed build): whatever was gathered comes back.
+trap pack_out EXIT
 die() { echo "gpu-check.sh: $*"; exit 1; }
 t0=$(date +%s)
 phase_start=$t0
@@ -50,24 +67,46 @@ phase() {
   current_phase=$1; phase_start=$now
   echo "== $1"
 }
-# With --budget, 30 s stay for the results page and the pack.
+# With --budget, 30 s stay for the results page and the pack (a stopped phase's SIGKILL comes 10 s
+# after its SIGINT, within them).
 left() { [ "$budget" -gt 0 ] && echo $((t0 + budget - 30 - $(date +%s))) || echo 999999; }
 skipped=()
+: > "$out/cut.txt"  # phases the budget stopped; a file, since within runs in pipelines' subshells
+# SIGTERM (or SIGINT, where the shell that started the script did not ignore it): no further phase
+# starts; the page and the pack still run. The running phase's timeout is in a process group of
+# its own: signal that group to stop the phase too.
+stop=0
+trap 'stop=1; echo "gpu-check.sh: signal: no further phase starts"' INT TERM
 # A selected phase with time left starts; any other is skipped (and listed when the budget did it).
 start() {
   [ -z "$only" ] || [[ " $only " == *" $1 "* ]] || return 1
+  if [ $stop = 1 ]; then
+    skipped+=("$1"); echo "== $1: skipped, stopped by a signal"; return 1
+  fi
   if [ "$(left)" -le 20 ]; then
     skipped+=("$1"); echo "== $1: skipped, the budget is spent"; return 1
   fi
   phase "$1"
 }
-# A command with the phase's time: SIGINT at the budget (trainbench then writes what it has),
-# SIGKILL 15 s later. timeout signals its whole process group: a ladder's rungs stop with it.
-within() {
-  local l; l=$(left)
-  [ "$l" -gt 5 ] || { echo "gpu-check.sh: no time left for: $*"; return 124; }
-  timeout -s INT -k 15 "$l" "$@"
+# A command with the phase's time, or less (CAP s): SIGINT at the limit (trainbench then writes
+# what it has), SIGKILL GRACE s later, inside the 30 s kept. timeout signals its whole process
+# group, so a ladder's rungs stop with it; a phase it stopped is listed in cut.txt.
+limited() {
+  local cap=$1 grace=$2 l rc; shift 2
+  l=$(( $(left) - grace + 10 ))
+  [ "$cap" -lt "$l" ] && l=$cap
+  if [ "$l" -le 5 ]; then
+    echo "gpu-check.sh: no time left for: $*"; echo "$current_phase" >> "$out/cut.txt"; return 124
+  fi
+  timeout -s INT -k "$grace" "$l" "$@"
+  rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    echo "gpu-check.sh: stopped after $l s: $*"; echo "$current_phase" >> "$out/cut.txt"
+  fi
+  return $rc
 }
+within() { limited 999999 10 "$@"; }
+within_cap() { local cap=$1; shift; limited "$cap" 10 "$@"; }
 
 phase "preflight"
 # The project's own environment (scripts/setup.sh) when there is one, else python3 on PATH.
@@ -107,6 +146,7 @@ if [ -n "$prebuilt" ]; then
   export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
+  echo "prebuilt binaries (built on the development machine)" > "$out/route.txt"
 else
   phase "build"
   export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
@@ -117,8 +157,11 @@ else
   cmake --build build-gpu -j "$(nproc)" || die "build failed"
   TB=$PWD/build-gpu/trainbench
   TESTS=$PWD/build-gpu/tests/trainbench_tests
+  echo "built on this host against the prefix" > "$out/route.txt"
 fi
 export TRAINBENCH_EXE=$TB TRAINBENCH_SOURCE_DIR=$PWD
+missing_libs=$(ldd "$TB" "$TESTS" | grep "not found" | sort -u)
+[ -z "$missing_libs" ] || die "the binaries lack shared libraries: $missing_libs"
 $TB --version || die "trainbench does not start"
 # nvJPEG (data.decode: device): the copy offline-deps.sh brought; else torchvision's own (a hashed
 # file name, built for the same CUDA 13); else decoding falls back to the host, and says so.
@@ -136,7 +179,8 @@ if start tests; then
     $TESTS "[gpu]" --list-tests 2>&1 | tee "$out/gpu-tests.txt"
     [ "${PIPESTATUS[0]}" -gt 0 ] && tests_rc=0 || tests_rc=1
   else
-    within $TESTS "[gpu]" --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
+    # Catch2 has no per-test timeout: a hung test must not take the whole budget.
+    within_cap 300 $TESTS "[gpu]" -w NoTests --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
     tests_rc=${PIPESTATUS[0]}
   fi
 fi
@@ -152,13 +196,13 @@ rounds=$([ $quick = 1 ] && echo 2 || echo 3)
 cifar() {
   local data=data/cifar-10-batches-bin samples
   samples=$([ $quick = 1 ] && echo 10000 || echo 50000)
-  [ -f $data/data_batch_1.bin ] || $TB make-dataset cifar10 --out $data --samples $samples
+  [ -f $data/data_batch_1.bin ] || within $TB make-dataset cifar10 --out $data --samples $samples
 }
 # configs/imagenet and configs/resnet50/08 read data/imagenet: dead-leaves JPEGs of ImageNet's sizes.
 imagefolder() {
   local per_class
   per_class=$([ $rehearse = 1 ] && echo 10 || echo 100)
-  [ -f data/imagenet/GENERATED ] || $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $per_class
+  [ -f data/imagenet/GENERATED ] || within $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $per_class
 }
 
 if start ladder; then
@@ -170,8 +214,9 @@ if start reference; then
   # The PyTorch reference of the same profiles (its 07 is torch.compile + overlap: goal 1's baseline).
   cifar
   mkdir -p "$out/pytorch"
-  rungs=(configs/ladder/*.yaml)
-  [ $quick = 1 ] && rungs=(configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml configs/ladder/07-stream-overlap.yaml)
+  # 07 first: the first goal needs it whatever the budget leaves for the others.
+  rungs=(configs/ladder/07-stream-overlap.yaml $(ls configs/ladder/*.yaml | grep -v 07-stream-overlap))
+  [ $quick = 1 ] && rungs=(configs/ladder/07-stream-overlap.yaml configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml)
   for f in "${rungs[@]}"; do
     n=$(basename "$f" .yaml)
     within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/pytorch/$n.json" ||
@@ -196,8 +241,12 @@ fi
 if start dist; then
   # One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.
   cifar
+  # The ladder's 04 as baseline, only if it finished (a refused baseline would stop the run).
   base=$(ls "$out"/ladder/*04-amp*.json 2>/dev/null | head -1)
-  within $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
+  [ -n "$base" ] && ! grep -q '"status": "ok"' "$base" && base=""
+  # torchrun starts its worker in a session of its own: timeout's group signal misses it, and
+  # torchrun forwards SIGINT and waits up to 30 s before killing it, hence the longer grace.
+  limited 999999 40 $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
     --config configs/ladder/04-amp.yaml --set dist.backend=$backend "${sets[@]}" --out "$out/dist-$backend-1.json" \
     ${base:+--baseline "$base"} || echo "data-parallel $backend run failed"
 fi
@@ -216,8 +265,30 @@ if start resnet50; then
   within $TB ladder configs/resnet50 --out "$out/resnet50" --rounds $rounds --quiet "${r50[@]}"
 fi
 
+if start sanitizer; then
+  # The copy stream's [gpu] test under compute-sanitizer: memcheck (out-of-bounds and misaligned
+  # accesses, leaks of device memory) and racecheck (shared-memory hazards in the kernels it runs).
+  # PyTorch's caching allocator hides its blocks' bounds from memcheck: turned off for it.
+  # A comma in a Catch2 test spec separates two specs, hence the backslash.
+  cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  if [ $rehearse = 1 ] || [ ! -x "$cs" ]; then
+    echo "no compute-sanitizer (PATH, \$CUDA_HOME/bin), or a rehearsal: skipped" | tee "$out/sanitizer-memcheck.txt"
+  else
+    for tool in memcheck racecheck; do
+      extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
+      PYTORCH_NO_CUDA_MEMORY_CACHING=$([ $tool = memcheck ] && echo 1 || echo 0) \
+        within "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 \
+        $TESTS "copy stream delivers every batch intact\\, with slow and fast steps" -w NoTests 2>&1 |
+        tee "$out/sanitizer-$tool.txt"
+      echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
+    done
+  fi
+fi
+
 phase "results"
 printf '%s\n' "${skipped[@]}" > "$out/skipped.txt"
+sort -u -o "$out/cut.txt" "$out/cut.txt"
+[ -s "$out/cut.txt" ] && echo "stopped by the budget: $(tr '\n' ' ' < "$out/cut.txt")"
 [ ${#skipped[@]} -gt 0 ] && echo "skipped (budget): ${skipped[*]}"
 [ -d "$out/pytorch" ] && [ -d "$out/ladder" ] &&
   $TB compare "$out/pytorch" "$out/ladder" --format markdown | tee "$out/compare.md"
@@ -225,7 +296,5 @@ $PY scripts/results-page.py --out-dir "$out" > "$out/results.md" || echo "result
 
 phase "end"
 echo "gpu tests exit code: $tests_rc; everything is in $out"
-if [ -n "$pack" ]; then
-  tar -C "$(dirname "$out")" -czf "$pack" "$(basename "$out")" && echo "packed into $pack ($(du -h "$pack" | cut -f1))"
-fi
+pack_out
 exit $tests_rc

@@ -31,6 +31,11 @@ if [ "$prebuilt" = 1 ]; then
   cp build/trainbench build/tests/trainbench_tests "$dir/prebuilt/"
   # The non-torch libraries they load; LibTorch and CUDA come from the host's own wheel. Debian's
   # libjpeg.so.62 (libjpeg-turbo) is not what other distributions ship (Ubuntu has libjpeg.so.8).
+  if ldd build/trainbench build/tests/trainbench_tests | grep -q "not found"; then
+    echo "offline-deps.sh: the binaries lack shared libraries here:" >&2
+    ldd build/trainbench build/tests/trainbench_tests | grep "not found" >&2
+    exit 1
+  fi
   for lib in $(ldd build/trainbench build/tests/trainbench_tests | awk '/=>/ {print $3}' |
                grep -E 'libyaml-cpp|libspdlog|libfmt|libjpeg' | sort -u); do
     cp -L "$lib" "$dir/prebuilt/lib/"

@@ -27,6 +27,7 @@ import os
 import pickle
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -232,6 +233,9 @@ class StreamPrefetcher:
 
 
 def main():
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps it
+    # so: a time limit's SIGINT would then never become the KeyboardInterrupt that writes the report.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
     ap.add_argument("--set", action="append", default=[])
