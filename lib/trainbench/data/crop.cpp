@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/target_clones.hpp"
 
 namespace trainbench {
 
@@ -155,8 +156,8 @@ void blend_u8_fixed(const std::uint8_t* const* rows, const float* w, int n, floa
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void blend_u8(const std::uint8_t* const* rows, const float* weights,
-                                                                int taps, int n, float* __restrict out) {
+TB_CLONES_AVX2 void blend_u8(const std::uint8_t* const* rows, const float* weights, int taps, int n,
+                             float* __restrict out) {
   switch (taps) {
     case 1:
       return blend_u8_fixed<1>(rows, weights, n, out);
@@ -179,8 +180,7 @@ __attribute__((target_clones("avx2", "default"))) void blend_u8(const std::uint8
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void affine(const float* __restrict in, float scale, float bias,
-                                                              int n, float* __restrict out) {
+TB_CLONES_AVX2 void affine(const float* __restrict in, float scale, float bias, int n, float* __restrict out) {
   for (int i = 0; i < n; ++i) out[i] = in[i] * scale + bias;
 }
 
@@ -206,8 +206,8 @@ void horizontal_rgbx_fixed(const float* row, const resize_taps& t, int x0, int s
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void horizontal_rgbx(const float* row, const resize_taps& t, int x0,
-                                                                       int size, float* out, std::size_t plane) {
+TB_CLONES_AVX2 void horizontal_rgbx(const float* row, const resize_taps& t, int x0, int size, float* out,
+                                    std::size_t plane) {
   switch (t.max_taps) {
     case 3:
       return horizontal_rgbx_fixed<3>(row, t, x0, size, out, plane);
@@ -220,8 +220,7 @@ __attribute__((target_clones("avx2", "default"))) void horizontal_rgbx(const flo
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void horizontal_gray(const float* row, const resize_taps& t, int x0,
-                                                                       int size, float* out) {
+TB_CLONES_AVX2 void horizontal_gray(const float* row, const resize_taps& t, int x0, int size, float* out) {
   for (int x = 0; x < size; ++x) {
     const float* w = t.weights.data() + static_cast<std::size_t>(x) * t.max_taps;
     const float* s = row + (t.start[x] - x0);

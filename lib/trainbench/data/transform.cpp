@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainbench/util/target_clones.hpp"
+
 namespace trainbench {
 
 resize_taps make_taps(int in_size, int out_size) {
@@ -64,9 +66,8 @@ namespace {
 // The hot loops: contiguous, branch-free, compiled for AVX2 and FMA too (chosen at load time).
 // blend_rows sums `taps` consecutive scratch rows (`stride` floats apart), as many as the
 // filter has: shrinking by s takes about 2s of them.
-__attribute__((target_clones("avx2", "default"))) void blend_rows(const float* first, std::size_t stride,
-                                                                  const float* weights, int taps, int n,
-                                                                  float* __restrict out) {
+TB_CLONES_AVX2 void blend_rows(const float* first, std::size_t stride, const float* weights, int taps, int n,
+                               float* __restrict out) {
   if (taps == 2) {
     const float* __restrict a = first;
     const float* __restrict b = first + stride;
@@ -82,8 +83,7 @@ __attribute__((target_clones("avx2", "default"))) void blend_rows(const float* f
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void affine(const float* __restrict in, float scale, float bias,
-                                                              int n, float* __restrict out) {
+TB_CLONES_AVX2 void affine(const float* __restrict in, float scale, float bias, int n, float* __restrict out) {
   for (int i = 0; i < n; ++i) out[i] = in[i] * scale + bias;
 }
 
