@@ -84,16 +84,19 @@ std::vector<std::string> run_arguments(const rung_plan& r, const ladder_request&
   return argv;
 }
 
-// Rungs the ladder did not finish say so, whatever their last round said.
-void mark_interrupted(const rung_plan& r, int rounds) {
+// Rungs the ladder did not finish say so, whatever their last round said: `why` is "interrupted"
+// (a signal) or the error that stopped the ladder itself.
+void mark_unfinished(const rung_plan& r, int rounds, const std::string& why) {
   if (r.rounds_done >= rounds || !fs::exists(r.report)) return;
   auto j = nlohmann::ordered_json::parse(read_text_file(r.report));
   if (j["status"] != "ok") return;
-  j["status"] = "interrupted";
-  j["error"] = {{"kind", "interrupted"},
-                {"message", "the ladder was interrupted after " + std::to_string(r.rounds_done) + " of " +
-                                std::to_string(rounds) + " rounds of this rung"}};
-  j["results"]["stopped_by"] = "interrupted";
+  const bool signal = why == "interrupted";
+  const std::string after =
+      " after " + std::to_string(r.rounds_done) + " of " + std::to_string(rounds) + " rounds of this rung";
+  j["status"] = signal ? "interrupted" : "error";
+  j["error"] = {{"kind", signal ? "interrupted" : "runtime"},
+                {"message", signal ? "the ladder was interrupted" + after : "the ladder stopped" + after + ": " + why}};
+  j["results"]["stopped_by"] = signal ? "interrupted" : "error";
   write_file_atomic(r.report, j.dump(2) + "\n");
 }
 
@@ -204,25 +207,8 @@ ladder_reference find_reference(const ladder_request& req, std::string& source) 
   return out;
 }
 
-}  // namespace
-
-int ladder_command(const ladder_request& req) {
-  if (req.rounds < 1) throw input_error("ladder: --rounds must be at least 1, got " + std::to_string(req.rounds));
-  const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
-  std::string reference_source;
-  const ladder_reference reference = find_reference(req, reference_source);
-  const launch_info launch = read_launch(process_environment());
-  // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
-  const bool writer = launch.rank == 0;
-  if (writer) check_writable_folder(out, "--out");
-  set_log_quiet(req.quiet);
-  std::vector<rung_plan> plans = plan_rungs(req, out);
-  if (writer) clear_earlier_results(plans);
-
-  held_signals held;  // before the store's threads start, so they inherit it
-  const ladder_store store(launch);
-  bool interrupted = false;
-  int code = exit_code::ok;
+// Every round of every rung, each a fresh process; a rung that fails is not run again.
+void climb(std::vector<rung_plan>& plans, const ladder_request& req, held_signals& held, bool& interrupted, int& code) {
   for (int round = 1; round <= req.rounds && !interrupted; ++round) {
     for (std::size_t i : round_order(plans.size(), round, req)) {
       rung_plan& r = plans[i];
@@ -242,12 +228,42 @@ int ladder_command(const ladder_request& req) {
       }
     }
   }
+}
+
+}  // namespace
+
+int ladder_command(const ladder_request& req) {
+  if (req.rounds < 1) throw input_error("ladder: --rounds must be at least 1, got " + std::to_string(req.rounds));
+  const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
+  std::string reference_source;
+  const ladder_reference reference = find_reference(req, reference_source);
+  const launch_info launch = read_launch(process_environment());
+  // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
+  const bool writer = launch.rank == 0;
+  if (writer) check_writable_folder(out, "--out");
+  set_log_quiet(req.quiet);
+  std::vector<rung_plan> plans = plan_rungs(req, out);
+  if (writer) clear_earlier_results(plans);
+
+  held_signals held;  // before the store's threads start, so they inherit it
+  const ladder_store store(launch);
+  bool interrupted = false;
+  int code = exit_code::ok;
+  try {
+    climb(plans, req, held, interrupted, code);
+  } catch (const std::exception& e) {
+    // The ladder itself failed (a rung could not start, the ranks' store timed out): the rungs it
+    // did not finish must not read as finished with fewer rounds.
+    if (writer)
+      for (const auto& r : plans) mark_unfinished(r, req.rounds, e.what());
+    throw;
+  }
   if (!writer) {
     if (interrupted) throw interrupted_error();
     return code;
   }
   if (interrupted) {
-    for (const auto& r : plans) mark_interrupted(r, req.rounds);
+    for (const auto& r : plans) mark_unfinished(r, req.rounds, "interrupted");
     throw interrupted_error();
   }
   std::vector<ladder_rung> rungs;

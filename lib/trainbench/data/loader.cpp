@@ -182,15 +182,20 @@ void batch_loader::fill_samples(slot& s, const batch_span& span, std::int64_t in
   }
 }
 
+// The first worker's error is the one the training thread rethrows; every worker stops.
+void batch_loader::fail(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_) error_ = std::move(error);
+  stopping_ = true;
+  changed_.notify_all();
+}
+
 void batch_loader::worker_loop(int worker) {
   worker_state state;
   try {
     state = make_state(worker);
   } catch (...) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error_ = std::current_exception();
-    stopping_ = true;
-    changed_.notify_all();
+    fail(std::current_exception());
     return;
   }
   const int k = slots();
@@ -206,10 +211,7 @@ void batch_loader::worker_loop(int worker) {
     try {
       fill(s, index, state, wait_begin);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
-      stopping_ = true;
-      changed_.notify_all();
+      fail(std::current_exception());
       return;
     }
     int ready = 0;

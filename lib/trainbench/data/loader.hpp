@@ -100,6 +100,7 @@ class batch_loader {
   };
   batch_span span_of(std::int64_t index) const;
   void worker_loop(int worker);
+  void fail(std::exception_ptr error);
   worker_state make_state(int id);
   // wait_begin: when the filling thread started waiting for this slot (-1: not traced).
   void fill(slot& s, std::int64_t index, worker_state& w, std::int64_t wait_begin);
