@@ -3,7 +3,6 @@
 // every JPEG below a folder (files read into memory first, 3 passes). scripts/bench-imagefolder.sh
 // builds and runs it:
 //   g++ -O2 -std=c++17 scripts/jpeg-floor.cpp -ljpeg -o build/jpeg-floor && build/jpeg-floor DIR
-// jpeglib.h needs size_t and FILE declared before it.
 #include <cstddef>
 #include <cstdio>
 #include <ctime>
@@ -12,7 +11,9 @@
 #include <iterator>
 #include <vector>
 
+// clang-format off: jpeglib.h after the headers that declare size_t and FILE
 #include <jpeglib.h>
+// clang-format on
 
 namespace {
 
