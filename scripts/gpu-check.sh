@@ -54,6 +54,7 @@ pack_out() {
   echo "packing $out into $pack"
   exec >&3 2>&4
   wait "$tee_pid" 2>/dev/null
+  mkdir -p "$(dirname "$pack")"
   tar -C "$(dirname "$out")" -czf "$pack" "$(basename "$out")" && echo "packed ($(du -h "$pack" | cut -f1))"
 }
 # Also on an early exit (die, a failed build): whatever was gathered comes back.
