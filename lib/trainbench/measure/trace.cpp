@@ -148,6 +148,17 @@ int trace_recorder::tid_of_worker(int worker) const {
   return options_.workers == 0 ? training_tid : first_worker_tid + worker;
 }
 
+// A worker's span on its lane; the caller names it.
+trace_recorder::out_event trace_recorder::load_span(const load_event& e) const {
+  out_event o;
+  o.tid = tid_of_worker(std::max<int>(0, e.worker));
+  o.ts = e.begin_ns;
+  o.dur = e.end_ns - e.begin_ns;
+  o.cat = "load";
+  o.batch = e.batch;
+  return o;
+}
+
 void trace_recorder::push(int ring_index, const load_event& e) {
   rings_[static_cast<std::size_t>(ring_index)]->push(e, wanted_from_.load(std::memory_order_relaxed));
 }
@@ -278,12 +289,7 @@ void trace_recorder::collect_loader_events() {
   for (const load_event& e : pending_) {
     if (e.batch > last || e.batch < first_batch_) continue;
     const auto row = static_cast<std::size_t>(e.batch - first_batch_);
-    out_event o;
-    o.tid = tid_of_worker(std::max<int>(0, e.worker));
-    o.ts = e.begin_ns;
-    o.dur = e.end_ns - e.begin_ns;
-    o.cat = "load";
-    o.batch = e.batch;
+    out_event o = load_span(e);
     switch (e.kind) {
       case load_event::fill:
         o.name = "fill";
@@ -423,12 +429,7 @@ void trace_recorder::close() {
     const bool in_last_window = e.begin_ns < last_window_end_ns_ && e.end_ns > last_window_begin_ns_;
     if (window_ == 0 || !in_last_window || e.kind == load_event::ready || e.kind == load_event::taken) continue;
     if (e.kind == load_event::phase && !std::binary_search(filled.begin(), filled.end(), e.batch)) continue;
-    out_event o;
-    o.tid = tid_of_worker(std::max<int>(0, e.worker));
-    o.ts = e.begin_ns;
-    o.dur = e.end_ns - e.begin_ns;
-    o.cat = "load";
-    o.batch = e.batch;
+    out_event o = load_span(e);
     o.name = e.kind == load_event::fill   ? "fill"
              : e.kind == load_event::wait ? "slot_wait"
                                           : load_phase_name(static_cast<load_phase>(e.value));

@@ -82,6 +82,7 @@ class trace_recorder final : public load_sink {
   struct out_event;
   void push(int ring_index, const load_event& e);
   int tid_of_worker(int worker) const;
+  out_event load_span(const load_event& e) const;
   void resize_window(int batches);
   void write_header();
   void name_thread(int tid, const std::string& name);
