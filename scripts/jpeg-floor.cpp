@@ -37,7 +37,7 @@ void decode(jpeg_decompress_struct& c, const std::vector<unsigned char>& file, m
             std::vector<unsigned char>& row) {
   jpeg_mem_src(&c, file.data(), file.size());
   jpeg_read_header(&c, TRUE);
-  if (c.jpeg_color_space != JCS_GRAYSCALE) c.out_color_space = JCS_EXT_RGBX;
+  if (c.jpeg_color_space != JCS_GRAYSCALE) c.out_color_space = JCS_RGB;  // as trainbench decodes
   c.dct_method = JDCT_ISLOW;
   jpeg_start_decompress(&c);
   const unsigned h = c.output_height, w = c.output_width;
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   const struct {
     mode m;
     const char* name;
-  } modes[] = {{mode::whole, "whole decode (RGBX)"},
+  } modes[] = {{mode::whole, "whole decode (RGB)"},
                {mode::entropy_only, "entropy decoding only"},
                {mode::top_rows, "top 60% of the rows"},
                {mode::columns, "middle 60% of the columns"},

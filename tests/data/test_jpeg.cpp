@@ -21,6 +21,9 @@ std::vector<std::uint8_t> read_bytes(const fs::path& file) {
 
 fs::path fixture(const std::string& name) { return tbtest::source_dir() / "tests/fixtures/jpeg" / name; }
 
+// Normalize with mean 0 and std 1/255: the slot then holds the resampled values in 0..255.
+const normalizer identity({0, 0, 0}, {1 / 255.0, 1 / 255.0, 1 / 255.0});
+
 // One image through the reader's steps with a given plan: planar floats in 0..255.
 struct transformed {
   std::vector<float> planes;
@@ -36,7 +39,7 @@ transformed run_plan(const std::vector<std::uint8_t>& bytes, const resize_plan& 
   const decoded_pixels px = dec.decode(r);
   t.channels = px.channels == 1 ? 1 : 3;
   t.planes.resize(3 * static_cast<std::size_t>(size) * size);
-  rs.resample(px, t.planes.data());
+  rs.resample(px, identity, false, t.planes.data());
   return t;
 }
 
@@ -53,8 +56,7 @@ double max_error(const transformed& t, const std::vector<int>& expected, int siz
   double worst = 0;
   for (std::size_t c = 0; c < 3; ++c)
     for (std::size_t i = 0; i < plane; ++i)
-      worst =
-          std::max(worst, std::abs(double(t.planes[(t.channels == 1 ? 0 : c) * plane + i]) - expected[c * plane + i]));
+      worst = std::max(worst, std::abs(double(t.planes[c * plane + i]) - expected[c * plane + i]));
   return worst;
 }
 
@@ -62,8 +64,7 @@ double mean_error(const transformed& t, const std::vector<int>& expected, int si
   const std::size_t plane = static_cast<std::size_t>(size) * size;
   double sum = 0;
   for (std::size_t c = 0; c < 3; ++c)
-    for (std::size_t i = 0; i < plane; ++i)
-      sum += std::abs(double(t.planes[(t.channels == 1 ? 0 : c) * plane + i]) - expected[c * plane + i]);
+    for (std::size_t i = 0; i < plane; ++i) sum += std::abs(double(t.planes[c * plane + i]) - expected[c * plane + i]);
   return sum / (3.0 * plane);
 }
 
@@ -92,27 +93,99 @@ TEST_CASE("decode + crop + resize matches torchvision's decode_jpeg + resized_cr
   }
 }
 
+namespace {
+
+// The resampling written out plainly, in double: each output is the weighted sum of the decoded
+// pixels under its row taps and column taps, then (v / 255 - mean) / std.
+std::vector<double> plain_resample(const decoded_pixels& px, const resize_plan& plan, int size,
+                                   const std::vector<double>& mean, const std::vector<double>& sd) {
+  const axis_plan& ax = plan.x;
+  const axis_plan& ay = plan.y;
+  resize_taps cols = make_span_taps(ax.start, ax.length, ax.out_total, ax.out_first, size, ax.lo, ax.hi);
+  const resize_taps rows = make_span_taps(ay.start, ay.length, ay.out_total, ay.out_first, size, ay.lo, ay.hi);
+  std::vector<double> out(3 * static_cast<std::size_t>(size) * size);
+  for (int y = 0; y < size; ++y)
+    for (int x = 0; x < size; ++x) {
+      const int xs = plan.flip ? size - 1 - x : x;
+      for (int c = 0; c < 3; ++c) {
+        double v = 0;
+        for (int i = 0; i < rows.count[y]; ++i)
+          for (int j = 0; j < cols.count[xs]; ++j) {
+            const int sy = rows.start[y] + i - px.y0, sx = cols.start[xs] + j - px.x0;
+            const std::uint8_t p = px.data[sy * px.stride + sx * px.channels + (px.channels == 1 ? 0 : c)];
+            v += rows.weights[y * rows.max_taps + i] * cols.weights[xs * cols.max_taps + j] * p;
+          }
+        out[(c * size + y) * size + x] = (v / 255 - mean[c]) / sd[c];
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every output size, flip and layout resamples and normalises the same pixels") {
+  const std::vector<double> mean{0.485, 0.456, 0.406}, sd{0.229, 0.224, 0.225};
+  const normalizer norm(mean, sd);
+  for (const char* name : {"color420.jpg", "gray.jpg"}) {
+    const auto bytes = read_bytes(fixture(name));
+    // 1..40 covers outputs below eight and every remainder after groups of eight; 56 upsamples.
+    for (int size : {1, 3, 7, 8, 9, 15, 16, 17, 23, 31, 33, 40, 56}) {
+      for (bool flip : {false, true}) {
+        INFO(name << " -> " << size << (flip ? " flipped" : ""));
+        jpeg_decoder dec;
+        crop_resampler rs;
+        const jpeg_info info = dec.open(bytes.data(), bytes.size(), 1 << 30);
+        const resize_plan plan = train_plan({5, 9, info.height - 12, info.width - 20}, size, flip);
+        const jpeg_region region = rs.prepare(plan, 1, info.height, info.width, size);
+        const decoded_pixels px = dec.decode(region);
+        const std::vector<double> want = plain_resample(px, plan, size, mean, sd);
+        const std::size_t plane = static_cast<std::size_t>(size) * size;
+        std::vector<float> nchw(3 * plane), nhwc(3 * plane);
+        rs.resample(px, norm, false, nchw.data());
+        rs.resample(px, norm, true, nhwc.data());
+        double worst = 0, layouts = 0;
+        for (std::size_t c = 0; c < 3; ++c)
+          for (std::size_t i = 0; i < plane; ++i) {
+            worst = std::max(worst, std::abs(nchw[c * plane + i] - want[c * plane + i]));
+            layouts = std::max(layouts, double(std::abs(nhwc[i * 3 + c] - nchw[c * plane + i])));
+          }
+        CHECK(worst < 1e-4);  // float sums of 0..255 values, then / (255 std)
+        CHECK(layouts == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("partial decoding gives exactly the pixels of a full decode") {
   for (const char* name : {"color420.jpg", "color444.jpg", "progressive.jpg", "gray.jpg", "cmyk.jpg"}) {
-    INFO(name);
-    const auto bytes = read_bytes(fixture(name));
-    jpeg_decoder full_dec, part_dec;
-    const jpeg_info info = full_dec.open(bytes.data(), bytes.size(), 1 << 30);
-    const decoded_pixels full = full_dec.decode({1, 0, info.width, 0, info.height});
-    part_dec.open(bytes.data(), bytes.size(), 1 << 30);
-    const jpeg_region region{1, 21, info.width - 27, 13, info.height - 9};  // edges inside the image
-    const decoded_pixels part = part_dec.decode(region);
-    REQUIRE(part.x0 <= region.x0);
-    REQUIRE(part.x0 + part.width >= region.x1);
-    REQUIRE(part.rows == region.y1 - region.y0);
-    CHECK(part.channels == full.channels);
-    std::size_t differing = 0;
-    for (int y = 0; y < part.rows; ++y)
-      for (int x = region.x0; x < region.x1; ++x)
-        for (int c = 0; c < std::min(3, part.channels); ++c)
-          differing += part.data[y * part.stride + (x - part.x0) * part.channels + c] !=
-                       full.data[(y + region.y0) * full.stride + x * full.channels + c];
-    CHECK(differing == 0);
+    for (int scale : {1, 2}) {
+      const auto bytes = read_bytes(fixture(name));
+      jpeg_decoder full_dec, part_dec;
+      const jpeg_info info = full_dec.open(bytes.data(), bytes.size(), 1 << 30);
+      const int w = jpeg_decoder::scaled(info.width, scale), h = jpeg_decoder::scaled(info.height, scale);
+      const decoded_pixels full = full_dec.decode({scale, 0, w, 0, h});
+      // Left and right edges at every phase of a 16-pixel iMCU, and at the image's own edges.
+      for (int x0 = 0; x0 < 18 && x0 < w - 2; ++x0) {
+        for (int x1 : {x0 + 1, x0 + 2, w - x0 / 2, w}) {
+          if (x1 <= x0 || x1 > w) continue;
+          INFO(name << " at 1/" << scale << ", columns [" << x0 << ", " << x1 << ")");
+          part_dec.open(bytes.data(), bytes.size(), 1 << 30);
+          const jpeg_region region{scale, x0, x1, x0 % 5, h - x0 % 3};
+          const decoded_pixels part = part_dec.decode(region);
+          REQUIRE(part.x0 <= region.x0);
+          REQUIRE(part.x0 + part.width >= region.x1);
+          REQUIRE(part.rows == region.y1 - region.y0);
+          REQUIRE(part.channels == full.channels);
+          std::size_t differing = 0;
+          for (int y = 0; y < part.rows; ++y)
+            for (int x = region.x0; x < region.x1; ++x)
+              for (int c = 0; c < part.channels; ++c)
+                differing += part.data[y * part.stride + (x - part.x0) * part.channels + c] !=
+                             full.data[(y + region.y0) * full.stride + x * full.channels + c];
+          CHECK(differing == 0);
+        }
+      }
+    }
   }
 }
 
@@ -243,6 +316,7 @@ TEST_CASE("encode, then decode: sizes, channels and pixels survive (quality 95)"
   for (int y = 0; y < 30; ++y)
     for (int x = 0; x < 40; ++x)
       for (int c = 0; c < 3; ++c)
-        worst = std::max(worst, std::abs(double(px.data[y * px.stride + x * 4 + c]) - pixels[(y * 40 + x) * 3 + c]));
+        worst = std::max(worst,
+                         std::abs(double(px.data[y * px.stride + x * px.channels + c]) - pixels[(y * 40 + x) * 3 + c]));
   CHECK(worst < 12);
 }

@@ -77,7 +77,7 @@ TEST_CASE("run --trace: every measured batch's stages as the report measured the
   }
 }
 
-TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_resize, normalize inside") {
+TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_resize inside") {
   const auto dir = tbtest::scratch("e2e-trace-folder");
   const auto made = tbtest::run_cli("make-dataset imagefolder --out '" + (dir / "ds").string() +
                                     "' --classes 2 --per-class 6 --seed 3");
@@ -101,7 +101,7 @@ TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_
     CHECK(f.errors.empty());  // phases within their fill, stages within their batch
     check_totals(tbtest::read_json(dir / "folder.json"), f);
     CHECK(f.worker_lanes == workers);
-    for (const char* phase : {"read", "decode", "crop_resize", "normalize"})
+    for (const char* phase : {"read", "decode", "crop_resize"})
       CHECK((f.load_spans.count(phase) ? f.load_spans.at(phase) : 0) >=
             4 * measured * windows);        // one per image of each measured batch
     if (workers == 0) CHECK(f.flows == 0);  // the training thread filled its own batches

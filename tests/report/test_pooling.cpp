@@ -78,7 +78,7 @@ TEST_CASE("a ladder keeps the loader's windows: every round's, with the per-imag
     r.loader.emplace();
     r.loader->workers = 2;
     r.loader->phases = true;
-    r.loader->windows = {{0.5, 64, 0.9, {0.01, decode_s, 0.02, 0.005}}};
+    r.loader->windows = {{0.5, 64, 0.9, {0.01, decode_s, 0.02}}};
     r.loader->skipped_files = {{"a/b.jpg", "truncated JPEG"}};
     r.loader->replaced_samples = replaced;
     return r;

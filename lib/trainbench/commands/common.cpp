@@ -59,19 +59,18 @@ void print_dist(const dist_result& d) {
 
 // Where the loader's time goes (image folders: per image), and every file it skipped.
 void print_loader(const loader_result& l) {
-  std::vector<double> busy, per_image[4];
+  std::vector<double> busy, per_image[3];
   for (const auto& w : l.windows) {
     busy.push_back(w.fill_s / (std::max(1, l.workers) * w.elapsed_s));
     if (w.images > 0)
-      for (int i = 0; i < 4; ++i) per_image[i].push_back(1000.0 * w.phase_s[i] / static_cast<double>(w.images));
+      for (int i = 0; i < 3; ++i) per_image[i].push_back(1000.0 * w.phase_s[i] / static_cast<double>(w.images));
   }
   if (!busy.empty()) {
     std::printf("  loader       %d worker%s, busy %.0f%% of the window", l.workers, l.workers == 1 ? "" : "s",
                 100.0 * quantile(busy, 0.5));
     if (l.phases && !per_image[0].empty())
-      std::printf("; per image: read %.3f, decode %.3f, crop+resize %.3f, normalize %.3f ms",
-                  quantile(per_image[0], 0.5), quantile(per_image[1], 0.5), quantile(per_image[2], 0.5),
-                  quantile(per_image[3], 0.5));
+      std::printf("; per image: read %.3f, decode %.3f, crop+resize+normalize %.3f ms", quantile(per_image[0], 0.5),
+                  quantile(per_image[1], 0.5), quantile(per_image[2], 0.5));
     std::printf("\n");
   }
   if (!l.skipped_files.empty())

@@ -180,54 +180,155 @@ TB_CLONES_AVX2 void blend_u8(const std::uint8_t* const* rows, const float* weigh
   }
 }
 
-TB_CLONES_AVX2 void affine(const float* __restrict in, float scale, float bias, int n, float* __restrict out) {
-  for (int i = 0; i < n; ++i) out[i] = in[i] * scale + bias;
-}
-
 typedef float v4sf __attribute__((vector_size(16)));
+typedef float v8sf __attribute__((vector_size(32)));
 
-// Horizontal pass over an RGBX float row: one 4-lane multiply-add per tap and output pixel. A
-// fixed tap count T (weights zero-padded to max_taps, the row padded with zeros) keeps the inner
-// loop branch-free and unrolled.
-template <int T>
-void horizontal_rgbx_fixed(const float* row, const resize_taps& t, int x0, int size, float* out, std::size_t plane) {
-  for (int x = 0; x < size; ++x) {
+// The horizontal pass reads a pixel of the vertical pass's RGB float row as four lanes: R, G, B
+// and the next pixel's R, which no output uses. The row is padded so the last pixel has one.
+[[gnu::always_inline]] inline v4sf load_rgb(const float* p) {
+  v4sf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// (By reference: a 32-byte vector returned by value would change the ABI of the default clone.)
+[[gnu::always_inline]] inline void load_pair(const float* a, const float* b, v8sf& out) {
+  out = __builtin_shufflevector(load_rgb(a), load_rgb(b), 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+// The horizontal pass with ToTensor + Normalize folded in, one output pixel at a time from
+// `begin`: its weighted sum of T pixels (weights zero-padded to max_taps, the row padded with
+// zeros, so the loop is branch-free), scaled and biased per channel, into the batch slot's NCHW
+// planes or NHWC pixels.
+template <int T, bool Last>
+[[gnu::always_inline]] inline void horizontal_rgb_pixels(const float* row, const resize_taps& t, int x0, int begin,
+                                                         int size, v4sf scale, v4sf bias, float* out,
+                                                         std::size_t plane) {
+  const int taps = T > 0 ? T : t.max_taps;
+  for (int x = begin; x < size; ++x) {
     const float* w = t.weights.data() + static_cast<std::size_t>(x) * t.max_taps;
-    const float* s = row + static_cast<std::size_t>(t.start[x] - x0) * 4;
+    const float* s = row + static_cast<std::size_t>(t.start[x] - x0) * 3;
     v4sf acc = {0, 0, 0, 0};
-    for (int k = 0; k < (T > 0 ? T : t.max_taps); ++k) {
-      v4sf p;
-      __builtin_memcpy(&p, s + 4 * k, sizeof p);
-      acc += w[k] * p;
+    for (int k = 0; k < taps; ++k) acc += w[k] * load_rgb(s + 3 * k);
+    acc = acc * scale + bias;
+    if (Last) {
+      out[3 * x] = acc[0];
+      out[3 * x + 1] = acc[1];
+      out[3 * x + 2] = acc[2];
+    } else {
+      out[x] = acc[0];
+      out[plane + x] = acc[1];
+      out[2 * plane + x] = acc[2];
     }
-    out[x] = acc[0];
-    out[plane + x] = acc[1];
-    out[2 * plane + x] = acc[2];
   }
 }
 
-TB_CLONES_AVX2 void horizontal_rgbx(const float* row, const resize_taps& t, int x0, int size, float* out,
-                                    std::size_t plane) {
+// Eight output pixels at a time for NCHW, as pairs (x + j, x + j + 4) in the halves of four
+// accumulators: two rounds of unpacking then give whole R, G and B vectors, stored as they are.
+// Per lane the sums are horizontal_rgb_pixels', in the same order, so both give the same floats.
+template <int T>
+[[gnu::always_inline]] inline void horizontal_rgb_groups(const float* row, const resize_taps& t, const float* pair_w,
+                                                         int x0, int groups, const v8sf* scale, const v8sf* bias,
+                                                         float* out, std::size_t plane) {
+  const int taps = T > 0 ? T : t.max_taps;
+  for (int g = 0; g < groups; ++g) {
+    const int x = 8 * g;
+    v8sf acc[4] = {};
+    for (int j = 0; j < 4; ++j) {
+      const float* a = row + static_cast<std::size_t>(t.start[x + j] - x0) * 3;
+      const float* b = row + static_cast<std::size_t>(t.start[x + j + 4] - x0) * 3;
+      const float* w = pair_w + static_cast<std::size_t>(4 * g + j) * taps * 8;
+      for (int k = 0; k < taps; ++k) {
+        v8sf wk, p;
+        __builtin_memcpy(&wk, w + 8 * k, sizeof wk);
+        load_pair(a + 3 * k, b + 3 * k, p);
+        acc[j] += wk * p;
+      }
+    }
+    const v8sf rg01 = __builtin_shufflevector(acc[0], acc[1], 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8sf bx01 = __builtin_shufflevector(acc[0], acc[1], 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8sf rg23 = __builtin_shufflevector(acc[2], acc[3], 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8sf bx23 = __builtin_shufflevector(acc[2], acc[3], 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8sf c[3] = {__builtin_shufflevector(rg01, rg23, 0, 1, 8, 9, 4, 5, 12, 13),
+                       __builtin_shufflevector(rg01, rg23, 2, 3, 10, 11, 6, 7, 14, 15),
+                       __builtin_shufflevector(bx01, bx23, 0, 1, 8, 9, 4, 5, 12, 13)};
+    for (int ch = 0; ch < 3; ++ch) {
+      const v8sf v = c[ch] * scale[ch] + bias[ch];
+      __builtin_memcpy(out + ch * plane + x, &v, sizeof v);
+    }
+  }
+}
+
+// NCHW in groups of eight, the last size % 8 pixels one by one; NHWC one by one.
+template <int T, bool Last>
+[[gnu::always_inline]] inline void horizontal_rgb(const float* row, const resize_taps& t, const float* pair_w, int x0,
+                                                  int size, const v8sf* scale, const v8sf* bias, float* out,
+                                                  std::size_t plane) {
+  const int groups = Last ? 0 : size / 8;
+  if (!Last) horizontal_rgb_groups<T>(row, t, pair_w, x0, groups, scale, bias, out, plane);
+  const v4sf s4 = {scale[0][0], scale[1][0], scale[2][0], 0}, b4 = {bias[0][0], bias[1][0], bias[2][0], 0};
+  horizontal_rgb_pixels<T, Last>(row, t, x0, 8 * groups, size, s4, b4, out, plane);
+}
+
+template <bool Last>
+[[gnu::always_inline]] inline void horizontal_rgb(const float* row, const resize_taps& t, const float* pair_w, int x0,
+                                                  int size, const v8sf* scale, const v8sf* bias, float* out,
+                                                  std::size_t plane) {
   switch (t.max_taps) {
+    case 1:
+      return horizontal_rgb<1, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
+    case 2:
+      return horizontal_rgb<2, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
     case 3:
-      return horizontal_rgbx_fixed<3>(row, t, x0, size, out, plane);
+      return horizontal_rgb<3, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
+    case 4:
+      return horizontal_rgb<4, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
     case 5:
-      return horizontal_rgbx_fixed<5>(row, t, x0, size, out, plane);
-    case 7:
-      return horizontal_rgbx_fixed<7>(row, t, x0, size, out, plane);
+      return horizontal_rgb<5, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
+    case 6:
+      return horizontal_rgb<6, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
     default:
-      return horizontal_rgbx_fixed<0>(row, t, x0, size, out, plane);
+      return horizontal_rgb<0, Last>(row, t, pair_w, x0, size, scale, bias, out, plane);
   }
 }
 
-TB_CLONES_AVX2 void horizontal_gray(const float* row, const resize_taps& t, int x0, int size, float* out) {
+TB_CLONES_AVX2 void horizontal_rgb(const float* row, const resize_taps& t, const float* pair_w, int x0, int size,
+                                   const v8sf* scale, const v8sf* bias, bool channels_last, float* out,
+                                   std::size_t plane) {
+  if (channels_last) return horizontal_rgb<true>(row, t, pair_w, x0, size, scale, bias, out, plane);
+  horizontal_rgb<false>(row, t, pair_w, x0, size, scale, bias, out, plane);
+}
+
+// Grayscale: one sum per output pixel, replicated into the three normalised channels.
+TB_CLONES_AVX2 void horizontal_gray(const float* row, const resize_taps& t, int x0, int size, const normalizer& norm,
+                                    bool channels_last, float* out, std::size_t plane) {
   for (int x = 0; x < size; ++x) {
     const float* w = t.weights.data() + static_cast<std::size_t>(x) * t.max_taps;
     const float* s = row + (t.start[x] - x0);
     float acc = 0;
     for (int k = 0; k < t.max_taps; ++k) acc += w[k] * s[k];
-    out[x] = acc;
+    for (int c = 0; c < 3; ++c) {
+      const float v = acc * norm.scale[c] + norm.bias[c];
+      if (channels_last)
+        out[3 * x + c] = v;
+      else
+        out[c * plane + x] = v;
+    }
   }
+}
+
+// The column weights as horizontal_rgb_groups reads them: for group g, pair j (pixels 8g + j and
+// 8g + j + 4) and tap k, eight floats: the first pixel's weight four times, then the second's.
+void pair_weights(const resize_taps& t, int size, std::vector<float>& w) {
+  const int groups = size / 8, taps = t.max_taps;
+  w.resize(static_cast<std::size_t>(groups) * 4 * taps * 8);
+  for (int g = 0; g < groups; ++g)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < taps; ++k) {
+        float* d = w.data() + (static_cast<std::size_t>(4 * g + j) * taps + k) * 8;
+        std::fill(d, d + 4, t.weights[static_cast<std::size_t>(8 * g + j) * taps + k]);
+        std::fill(d + 4, d + 8, t.weights[static_cast<std::size_t>(8 * g + j + 4) * taps + k]);
+      }
 }
 
 }  // namespace
@@ -237,9 +338,12 @@ jpeg_region crop_resampler::prepare(const resize_plan& p, int scale, int height,
   cols_ = taps_for(x, size);
   rows_ = taps_for(y, size);
   if (p.flip) reverse_taps(cols_);
+  pair_weights(cols_, size, pair_w_);
   size_ = size;
   const auto [x0, x1] = tap_range(cols_);
   const auto [y0, y1] = tap_range(rows_);
+  x0_ = x0;
+  x1_ = x1;
   jpeg_region r;
   r.scale = scale;
   r.x0 = x0;
@@ -249,26 +353,35 @@ jpeg_region crop_resampler::prepare(const resize_plan& p, int scale, int height,
   return r;
 }
 
-// Vertical first (vectorised over the row, only `size` rows), then horizontal into the planes.
-void crop_resampler::resample(const decoded_pixels& px, float* planes) {
-  TB_ASSERT(px.channels == 1 || px.channels == 4, "decoded pixels are grayscale or RGBX");
-  const int n = px.width * px.channels;
-  // Padded so the fixed-length horizontal taps may run past the row's end (on zero weights).
-  row_.resize(static_cast<std::size_t>(px.width + cols_.max_taps) * px.channels);
+// Vertical first over the columns the horizontal taps read (only `size` rows, never the decoded
+// region's margins), then horizontal with the normalisation, straight into the slot.
+void crop_resampler::resample(const decoded_pixels& px, const normalizer& norm, bool channels_last, float* dst) {
+  TB_ASSERT(px.channels == 1 || px.channels == 3, "decoded pixels are grayscale or RGB");
+  TB_ASSERT(x0_ >= px.x0 && x1_ <= px.x0 + px.width, "decoded columns cover the taps");
+  const int cols = x1_ - x0_, n = cols * px.channels;
+  const std::size_t skip = static_cast<std::size_t>(x0_ - px.x0) * px.channels;
+  // Padded so the fixed-length horizontal taps may run past the row's end (on zero weights),
+  // and by one float more for the fourth lane of the last RGB pixel.
+  row_.resize(static_cast<std::size_t>(cols + cols_.max_taps) * px.channels + 1);
   std::fill(row_.begin() + n, row_.end(), 0.f);
   row_ptrs_.resize(static_cast<std::size_t>(rows_.max_taps));
   const std::size_t plane = static_cast<std::size_t>(size_) * size_;
+  v8sf scale[3], bias[3];
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = v8sf{} + norm.scale[c];
+    bias[c] = v8sf{} + norm.bias[c];
+  }
   for (int y = 0; y < size_; ++y) {
     const int taps = rows_.count[y];
     for (int k = 0; k < taps; ++k)
-      row_ptrs_[k] = px.data + static_cast<std::size_t>(rows_.start[y] - px.y0 + k) * px.stride;
+      row_ptrs_[k] = px.data + static_cast<std::size_t>(rows_.start[y] - px.y0 + k) * px.stride + skip;
     blend_u8(row_ptrs_.data(), rows_.weights.data() + static_cast<std::size_t>(y) * rows_.max_taps, taps, n,
              row_.data());
-    float* out = planes + static_cast<std::size_t>(y) * size_;
-    if (px.channels == 4)
-      horizontal_rgbx(row_.data(), cols_, px.x0, size_, out, plane);
+    float* out = dst + static_cast<std::size_t>(y) * size_ * (channels_last ? 3 : 1);
+    if (px.channels == 3)
+      horizontal_rgb(row_.data(), cols_, pair_w_.data(), x0_, size_, scale, bias, channels_last, out, plane);
     else
-      horizontal_gray(row_.data(), cols_, px.x0, size_, out);
+      horizontal_gray(row_.data(), cols_, x0_, size_, norm, channels_last, out, plane);
   }
 }
 
@@ -278,17 +391,6 @@ normalizer::normalizer(const std::vector<double>& mean, const std::vector<double
     scale[c] = static_cast<float>(1.0 / (255.0 * std[c]));
     bias[c] = static_cast<float>(-mean[c] / std[c]);
   }
-}
-
-void normalizer::apply(const float* planes, int channels, int size, bool channels_last, float* dst) const {
-  const std::size_t plane = static_cast<std::size_t>(size) * size;
-  if (!channels_last) {
-    for (int c = 0; c < 3; ++c)
-      affine(planes + (channels == 1 ? 0 : c) * plane, scale[c], bias[c], static_cast<int>(plane), dst + c * plane);
-    return;
-  }
-  for (std::size_t i = 0; i < plane; ++i)
-    for (int c = 0; c < 3; ++c) dst[i * 3 + c] = planes[(channels == 1 ? 0 : c) * plane + i] * scale[c] + bias[c];
 }
 
 }  // namespace trainbench

@@ -57,28 +57,30 @@ int eval_resize_size(int size);
 // output's resolution on both axes, so the resize after it is still a (filtered) reduction.
 int dct_scale(const resize_plan& p, int max_scale = 8);
 
+// ToTensor + Normalize, (v / 255 - mean) / std, as one multiply-add per channel.
+struct normalizer {
+  normalizer(const std::vector<double>& mean, const std::vector<double>& std);
+  float scale[3], bias[3];
+};
+
 // Per worker: the taps and the decode region for one image, then the resampling. Buffers are
 // kept between images (no allocation once they have grown to the largest image).
 class crop_resampler {
  public:
   // Plans the image (height x width at full resolution) decoded at 1/scale into size x size.
   jpeg_region prepare(const resize_plan& p, int scale, int height, int width, int size);
-  // Resamples the decoded region into planar floats in 0..255: channels x size x size.
-  void resample(const decoded_pixels& px, float* planes);
+  // Resamples the decoded region and normalises it in the same pass, straight into the batch
+  // slot: 3 x size x size floats (NCHW) or size x size x 3 (NHWC). Grayscale is replicated into
+  // the three channels.
+  void resample(const decoded_pixels& px, const normalizer& norm, bool channels_last, float* dst);
 
  private:
   int size_ = 0;
+  int x0_ = 0, x1_ = 0;  // the source columns the horizontal taps read
   resize_taps cols_, rows_;
+  std::vector<float> pair_w_;  // cols_ laid out for eight pixels at a time
   std::vector<float> row_;
   std::vector<const std::uint8_t*> row_ptrs_;
-};
-
-// ToTensor + Normalize from planar 0..255 floats into the batch slot: NCHW planes or NHWC.
-// Grayscale (channels 1) is replicated into the three channels.
-struct normalizer {
-  normalizer(const std::vector<double>& mean, const std::vector<double>& std);
-  void apply(const float* planes, int channels, int size, bool channels_last, float* dst) const;
-  float scale[3], bias[3];
 };
 
 }  // namespace trainbench

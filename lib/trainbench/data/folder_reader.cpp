@@ -32,7 +32,6 @@ folder_reader::folder_reader(const file_list& files, const folder_options& optio
     : files_(files), options_(options), bad_(bad), normalize_(options.mean, options.std) {
   root_fd_ = open(files_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd_ < 0) throw input_error("image folder '" + files_.root.string() + "': " + std::strerror(errno));
-  planes_.resize(3 * static_cast<std::size_t>(options_.image_size) * options_.image_size);
 }
 
 folder_reader::~folder_reader() { close(root_fd_); }
@@ -104,9 +103,7 @@ void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst
   if (!options_.partial_decode) f.region = {1, 0, info.width, 0, info.height};
   const decoded_pixels px = decoder_.decode(f.region);
   marks.begin(load_phase::resize);
-  resampler_.resample(px, planes_.data());
-  marks.begin(load_phase::normalize);
-  normalize_.apply(planes_.data(), px.channels == 1 ? 1 : 3, s, options_.channels_last, dst);
+  resampler_.resample(px, normalize_, options_.channels_last, dst);
   marks.end();
 }
 

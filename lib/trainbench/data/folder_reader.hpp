@@ -101,7 +101,6 @@ class folder_reader {
   normalizer normalize_;
   std::vector<std::uint8_t> bytes_;
   std::size_t size_ = 0;
-  std::vector<float> planes_;
   decode_facts last_;
   int root_fd_ = -1;
 };

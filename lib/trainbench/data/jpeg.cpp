@@ -66,15 +66,15 @@ bool has_end_marker(const std::uint8_t* data, std::size_t size) {
 }
 
 // torchvision's conversion (Adobe-style inverted CMYK, as Photoshop writes it), in place into
-// the RGBX layout of the other colour images.
-void cmyk_to_rgbx(std::uint8_t* row, int width) {
+// the RGB layout of the other colour images (each pixel's three bytes land at or before its four).
+void cmyk_to_rgb(std::uint8_t* row, int width) {
   for (int x = 0; x < width; ++x) {
-    std::uint8_t* p = row + 4 * x;
+    const std::uint8_t* p = row + 4 * x;
     const int c = p[0], m = p[1], y = p[2], k = p[3];
-    p[0] = static_cast<std::uint8_t>(c * k / 255);
-    p[1] = static_cast<std::uint8_t>(m * k / 255);
-    p[2] = static_cast<std::uint8_t>(y * k / 255);
-    p[3] = 255;
+    std::uint8_t* q = row + 3 * x;
+    q[0] = static_cast<std::uint8_t>(c * k / 255);
+    q[1] = static_cast<std::uint8_t>(m * k / 255);
+    q[2] = static_cast<std::uint8_t>(y * k / 255);
   }
 }
 
@@ -129,8 +129,7 @@ jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::in
     c.out_color_space = JCS_GRAYSCALE;
     info.channels = 1;
   } else {
-    // RGBX: four bytes a pixel costs libjpeg nothing and lets the resampler work on whole pixels.
-    c.out_color_space = s_->cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+    c.out_color_space = s_->cmyk ? JCS_CMYK : JCS_RGB;
     info.channels = 3;
   }
   return info;
@@ -151,9 +150,10 @@ decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {
   TB_ASSERT(static_cast<int>(c.output_width) >= r.x1 && static_cast<int>(c.output_height) >= r.y1,
             "decode region outside the scaled image");
   // libjpeg treats the cropped edges as the image's: its fancy upsampling of subsampled chroma
-  // then differs in the last columns. A margin of one iMCU (at most 16 pixels) each side keeps
-  // every requested column equal to a full decode's.
-  const int margin = 16;
+  // (a triangle over the neighbouring chroma sample) then differs in the edge columns. Two
+  // columns each side keep every requested column equal to a full decode's (libjpeg widens the
+  // left edge to an iMCU boundary itself); the test checks edges at every phase of the iMCU.
+  const int margin = 2;
   const int left = std::max(0, r.x0 - margin), right = std::min(static_cast<int>(c.output_width), r.x1 + margin);
   JDIMENSION x0 = static_cast<JDIMENSION>(left), width = static_cast<JDIMENSION>(right - left);
   if (x0 > 0 || width < c.output_width) jpeg_crop_scanline(&c, &x0, &width);
@@ -163,7 +163,7 @@ decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {
   out.y0 = r.y0;
   out.width = static_cast<int>(width);
   out.rows = r.y1 - r.y0;
-  out.channels = comps;
+  out.channels = s_->cmyk ? 3 : comps;
   out.stride = static_cast<std::size_t>(width) * comps;
   const std::size_t bytes = out.stride * out.rows;
   if (pixels_.size() < bytes) pixels_.resize(bytes);  // grows to the largest region, then reused
@@ -180,7 +180,7 @@ decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {
   else
     jpeg_abort_decompress(&c);  // rows below the crop are never decoded
   if (s_->cmyk)
-    for (int y = 0; y < out.rows; ++y) cmyk_to_rgbx(pixels_.data() + out.stride * y, out.width);
+    for (int y = 0; y < out.rows; ++y) cmyk_to_rgb(pixels_.data() + out.stride * y, out.width);
   out.data = pixels_.data();
   return out;
 }

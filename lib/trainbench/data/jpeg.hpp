@@ -30,9 +30,9 @@ struct jpeg_region {
   int x0 = 0, x1 = 0, y0 = 0, y1 = 0;
 };
 
-// What decode() wrote: `rows` rows of `width` pixels of `channels` bytes, row-major, starting at
-// scaled column x0 (x0 may be left of the region's: libjpeg crops on iMCU boundaries). Colour
-// images (RGB and CMYK files alike) come as RGBX (channels 4, the fourth byte unused), grayscale
+// What decode() wrote: `rows` rows of `width` pixels of `channels` bytes, row-major, `stride`
+// bytes apart, starting at scaled column x0 (x0 may be left of the region's: libjpeg crops on
+// iMCU boundaries). Colour images (RGB and CMYK files alike) come as RGB (channels 3), grayscale
 // as one byte a pixel.
 struct decoded_pixels {
   const std::uint8_t* data = nullptr;

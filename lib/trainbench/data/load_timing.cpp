@@ -14,8 +14,6 @@ const char* load_phase_name(load_phase p) {
       return "decode";
     case load_phase::resize:
       return "crop_resize";
-    case load_phase::normalize:
-      return "normalize";
   }
   return "?";
 }

@@ -9,10 +9,11 @@
 
 namespace trainbench {
 
-// Per image, in the order a worker runs them.
-enum class load_phase { read, decode, resize, normalize };
-constexpr int load_phase_count = 4;
-const char* load_phase_name(load_phase p);  // "read", "decode", "crop_resize", "normalize"
+// Per image, in the order a worker runs them. `resize` is the crop's antialiased resampling with
+// ToTensor + Normalize folded into its last pass, straight into the batch slot.
+enum class load_phase { read, decode, resize };
+constexpr int load_phase_count = 3;
+const char* load_phase_name(load_phase p);  // "read", "decode", "crop_resize"
 
 // Times are steady-clock nanoseconds (std::chrono::steady_clock, the runner's host clock).
 // Each call comes from the thread named by `worker`, so a sink can keep one single-writer buffer

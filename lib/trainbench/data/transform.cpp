@@ -15,11 +15,11 @@ resize_taps make_span_taps(double span_start, double span_length, int out_total,
                            int hi) {
   resize_taps t;
   const double scale = span_length / out_total;
-  const double support = std::max(1.0, scale);  // filter half-width in source pixels
-  t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  const double support = std::max(1.0, scale);                     // filter half-width in source pixels
+  const int bound = static_cast<int>(std::ceil(support)) * 2 + 1;  // taps any output can have
   t.start.resize(out_count);
   t.count.resize(out_count);
-  t.weights.assign(static_cast<std::size_t>(out_count) * t.max_taps, 0.f);
+  std::vector<float> weights(static_cast<std::size_t>(out_count) * bound, 0.f);
   std::vector<double> w;
   for (int i = 0; i < out_count; ++i) {
     const double center = span_start + (out_first + i + 0.5) * scale;
@@ -39,9 +39,15 @@ resize_taps make_span_taps(double span_start, double span_length, int out_total,
     t.start[i] = first_tap + static_cast<int>(first);
     t.count[i] = static_cast<int>(last - first);
     for (std::size_t k = first; k < last; ++k)
-      t.weights[static_cast<std::size_t>(i) * t.max_taps + (k - first)] =
-          static_cast<float>(total > 0 ? w[k] / total : 0);
+      weights[static_cast<std::size_t>(i) * bound + (k - first)] = static_cast<float>(total > 0 ? w[k] / total : 0);
   }
+  // The bound counts the filter's zero ends: shrinking by 1.34 gives at most 3 taps, not 5. The
+  // loops run max_taps taps for every output, so the stride is the largest real count.
+  t.max_taps = std::max(1, *std::max_element(t.count.begin(), t.count.end()));
+  t.weights.assign(static_cast<std::size_t>(out_count) * t.max_taps, 0.f);
+  for (int i = 0; i < out_count; ++i)
+    std::copy_n(weights.begin() + static_cast<std::ptrdiff_t>(i) * bound, t.max_taps,
+                t.weights.begin() + static_cast<std::ptrdiff_t>(i) * t.max_taps);
   return t;
 }
 

@@ -8,8 +8,8 @@ namespace trainbench {
 struct resize_taps {
   std::vector<int> start;      // first source index per output index
   std::vector<int> count;      // taps per output index
-  std::vector<float> weights;  // max_taps per output index, normalised
-  int max_taps = 0;
+  std::vector<float> weights;  // max_taps per output index, normalised, zero after count
+  int max_taps = 0;            // the largest count
 };
 
 // Bilinear with half-pixel centres; when shrinking, the triangle filter widens with the scale

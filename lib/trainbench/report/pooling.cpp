@@ -102,7 +102,7 @@ void pool_telemetry(telemetry_result& into, const telemetry_result& t) {
 json loader_state_json(const loader_result& l) {
   json windows = json::array();
   for (const auto& w : l.windows)
-    windows.push_back({w.elapsed_s, w.images, w.fill_s, w.phase_s[0], w.phase_s[1], w.phase_s[2], w.phase_s[3]});
+    windows.push_back({w.elapsed_s, w.images, w.fill_s, w.phase_s[0], w.phase_s[1], w.phase_s[2]});
   json skipped = json::array();
   for (const auto& [path, reason] : l.skipped_files) skipped.push_back({path, reason});
   return {{"workers", l.workers},
@@ -121,7 +121,7 @@ loader_result loader_from(const json& j) {
     x.elapsed_s = w.at(0).get<double>();
     x.images = w.at(1).get<std::int64_t>();
     x.fill_s = w.at(2).get<double>();
-    for (int k = 0; k < 4; ++k) x.phase_s[k] = w.at(3 + k).get<double>();
+    for (int k = 0; k < 3; ++k) x.phase_s[k] = w.at(3 + k).get<double>();
     l.windows.push_back(x);
   }
   for (const auto& f : j.at("skipped_files")) l.skipped_files.emplace_back(f.at(0), f.at(1));

@@ -128,18 +128,18 @@ json amp_json(const run_result& r) {
 // Per window: each phase's seconds per image, the workers' busy share, images decoded per second.
 json loader_json(const loader_result& l) {
   std::vector<double> busy, rate;
-  std::vector<double> per_image[4];
+  std::vector<double> per_image[3];
   for (const auto& w : l.windows) {
     busy.push_back(w.fill_s / (std::max(1, l.workers) * w.elapsed_s));
     rate.push_back(static_cast<double>(w.images) / w.elapsed_s);
     if (w.images > 0)
-      for (int i = 0; i < 4; ++i) per_image[i].push_back(w.phase_s[i] / static_cast<double>(w.images));
+      for (int i = 0; i < 3; ++i) per_image[i].push_back(w.phase_s[i] / static_cast<double>(w.images));
   }
   json phases = nullptr;
   if (l.phases) {
-    const char* names[4] = {"read", "decode", "crop_resize", "normalize"};
+    const char* names[3] = {"read", "decode", "crop_resize"};
     phases = json::object();
-    for (int i = 0; i < 4; ++i) phases[names[i]] = summary_json(per_image[i], "s", false);
+    for (int i = 0; i < 3; ++i) phases[names[i]] = summary_json(per_image[i], "s", false);
   }
   json skipped = json::array();
   for (const auto& [path, reason] : l.skipped_files) skipped.push_back({{"path", path}, {"reason", reason}});

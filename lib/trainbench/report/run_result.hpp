@@ -51,7 +51,7 @@ struct loader_window {
   double elapsed_s = 0;  // the window's
   std::int64_t images = 0;
   double fill_s = 0;       // summed over workers: time spent filling batches
-  double phase_s[4] = {};  // read, decode, crop_resize, normalize; summed over workers and images
+  double phase_s[3] = {};  // read, decode, crop_resize (with normalize); summed over workers and images
 };
 
 struct loader_result {
