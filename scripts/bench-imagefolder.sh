@@ -9,6 +9,8 @@
 # recorded beside every measurement. Prints medians, ranges and ratios; raw outputs stay in --out.
 # Then scripts/jpeg-floor.cpp: libjpeg-turbo's own cost of whole, entropy-only and partial decodes.
 #   usage: scripts/bench-imagefolder.sh [--workers "1 2"] [--rounds R] [--batches K] [--data DIR] [--out DIR]
+# The script runs from the repository root: relative --data and --out are taken from there, and
+# the profiles it writes keep --data as given (so the defaults publish no machine's paths).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -36,7 +38,7 @@ name: tb-w$w$([ $full = true ] && echo -full)
 device: cpu
 threads: 1
 model: {num_classes: 10}
-data: {source: imagefolder, path: $(realpath "$data"), image_size: $size, workers: $w, partial_decode: $([ $full = true ] && echo false || echo true)}
+data: {source: imagefolder, path: $data, image_size: $size, workers: $w, partial_decode: $([ $full = true ] && echo false || echo true)}
 train: {batch_size: $batch}
 measure: {warmup_batches: 2, measured_batches: $batches, repeats: 3, nvtx: off}
 YAML
