@@ -143,7 +143,7 @@ void reverse_taps(resize_taps& t) {
     std::swap_ranges(t.weights.begin() + i * m, t.weights.begin() + (i + 1) * m, t.weights.begin() + (n - 1 - i) * m);
 }
 
-// Vertical pass: one output row from `taps` decoded rows, over the whole (cropped) row width.
+// Vertical pass: one output row from `taps` decoded rows, over the columns the horizontal taps read.
 // All taps in one pass (in registers) for the common counts, accumulated in passes beyond them.
 template <int T>
 void blend_u8_fixed(const std::uint8_t* const* rows, const float* w, int n, float* __restrict out) {
