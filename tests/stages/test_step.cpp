@@ -49,10 +49,12 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& v) {
 }  // namespace
 
 TEST_CASE("loss halves within a few steps on a fixed batch: fp32, bf16, fp16 with the scaler") {
-  // The loss halves within 3 or 4 steps in each mode; more steps only drive a fixed batch towards
-  // a loss of 0, where reduced precision degenerates. fp16 is emulated on most CPUs (10x slower).
+  // The loss falls below half within 3 steps (fp16: after the scaler's first skipped steps);
+  // more steps only drive a fixed batch towards a loss of 0, where reduced precision degenerates:
+  // with 8 steps (loss 0.002) bf16 reached NaN when the whole suite ran in one process. fp16 is
+  // emulated on most CPUs (10x slower).
   const std::vector<std::tuple<amp_mode, bool, int>> cases{
-      {amp_mode::off, false, 8}, {amp_mode::bf16, false, 8}, {amp_mode::fp16, true, 6}};
+      {amp_mode::off, false, 4}, {amp_mode::bf16, false, 4}, {amp_mode::fp16, true, 6}};
   for (auto [amp, scaler, steps] : cases) {
     INFO(to_string(amp));
     double first = 0;
