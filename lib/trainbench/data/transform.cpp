@@ -69,7 +69,7 @@ image_transform::image_transform(int in_height, int in_width, int in_channels, i
 
 namespace {
 
-// The hot loops: contiguous, branch-free, compiled for AVX2 and FMA too (chosen at load time).
+// The hot loops: contiguous, branch-free, compiled for AVX2 too (chosen at load time).
 // blend_rows sums `taps` consecutive scratch rows (`stride` floats apart), as many as the
 // filter has: shrinking by s takes about 2s of them.
 TB_CLONES_AVX2 void blend_rows(const float* first, std::size_t stride, const float* weights, int taps, int n,

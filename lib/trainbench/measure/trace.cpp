@@ -92,7 +92,8 @@ std::size_t trace_capacity(const trace_options& o) {
   const std::size_t threads = static_cast<std::size_t>(std::max(1, o.workers));
   const std::size_t batches =
       ceil_div(static_cast<std::size_t>(std::max(1, o.measured_batches)), threads) + o.ring_slots + 2;
-  const std::size_t per_batch = 3 + (o.image_phases ? 4 * static_cast<std::size_t>(o.batch_size) : 0);
+  const std::size_t per_batch =
+      3 + (o.image_phases ? static_cast<std::size_t>(load_phase_count) * static_cast<std::size_t>(o.batch_size) : 0);
   return std::min(max_ring_events, std::max<std::size_t>(64, batches * per_batch));
 }
 

@@ -44,7 +44,7 @@ struct load_event {
 };
 
 // Events each ring holds: one window of batches per worker plus the ring's prefetch, each with its
-// fill, slot wait, ready mark and (image folders) four phases per image. At most 2^19 (16 MiB).
+// fill, slot wait, ready mark and (image folders) each image's load phases. At most 2^19 (16 MiB).
 std::size_t trace_capacity(const trace_options& o);
 
 class trace_recorder final : public load_sink {
