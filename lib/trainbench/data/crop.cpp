@@ -121,8 +121,8 @@ axis_plan scaled_axis(const axis_plan& a, int k, int full) {
   return s;
 }
 
-resize_taps taps_for(const axis_plan& a, int size) {
-  return make_span_taps(a.start, a.length, a.out_total, a.out_first, size, a.lo, a.hi);
+void taps_for(resize_taps& t, const axis_plan& a, int size) {
+  make_span_taps(t, a.start, a.length, a.out_total, a.out_first, size, a.lo, a.hi);
 }
 
 // The source indices the taps read: [first, end).
@@ -335,8 +335,8 @@ void pair_weights(const resize_taps& t, int size, std::vector<float>& w) {
 
 jpeg_region crop_resampler::prepare(const resize_plan& p, int scale, int height, int width, int size) {
   const axis_plan x = scaled_axis(p.x, scale, width), y = scaled_axis(p.y, scale, height);
-  cols_ = taps_for(x, size);
-  rows_ = taps_for(y, size);
+  taps_for(cols_, x, size);
+  taps_for(rows_, y, size);
   if (p.flip) reverse_taps(cols_);
   pair_weights(cols_, size, pair_w_);
   size_ = size;

@@ -14,13 +14,19 @@ resize_taps make_taps(int in_size, int out_size) {
 resize_taps make_span_taps(double span_start, double span_length, int out_total, int out_first, int out_count, int lo,
                            int hi) {
   resize_taps t;
+  make_span_taps(t, span_start, span_length, out_total, out_first, out_count, lo, hi);
+  return t;
+}
+
+void make_span_taps(resize_taps& t, double span_start, double span_length, int out_total, int out_first, int out_count,
+                    int lo, int hi) {
   const double scale = span_length / out_total;
   const double support = std::max(1.0, scale);                     // filter half-width in source pixels
   const int bound = static_cast<int>(std::ceil(support)) * 2 + 1;  // taps any output can have
   t.start.resize(out_count);
   t.count.resize(out_count);
-  std::vector<float> weights(static_cast<std::size_t>(out_count) * bound, 0.f);
-  std::vector<double> w;
+  t.weights.assign(static_cast<std::size_t>(out_count) * bound, 0.f);
+  thread_local std::vector<double> w;  // one output's raw weights; grows once per thread
   for (int i = 0; i < out_count; ++i) {
     const double center = span_start + (out_first + i + 0.5) * scale;
     const int first_tap = std::max(lo, static_cast<int>(std::floor(center - support + 0.5)));
@@ -38,17 +44,17 @@ resize_taps make_span_taps(double span_start, double span_length, int out_total,
     while (last > first && w[last - 1] == 0) --last;
     t.start[i] = first_tap + static_cast<int>(first);
     t.count[i] = static_cast<int>(last - first);
-    for (std::size_t k = first; k < last; ++k)
-      weights[static_cast<std::size_t>(i) * bound + (k - first)] = static_cast<float>(total > 0 ? w[k] / total : 0);
+    float* row = t.weights.data() + static_cast<std::size_t>(i) * bound;
+    for (std::size_t k = first; k < last; ++k) row[k - first] = static_cast<float>(total > 0 ? w[k] / total : 0);
   }
   // The bound counts the filter's zero ends: shrinking by 1.34 gives at most 3 taps, not 5. The
-  // loops run max_taps taps for every output, so the stride is the largest real count.
+  // loops run max_taps taps for every output, so the stride is the largest real count: the rows
+  // move down in place (row i's new start is never past its old one).
   t.max_taps = std::max(1, *std::max_element(t.count.begin(), t.count.end()));
-  t.weights.assign(static_cast<std::size_t>(out_count) * t.max_taps, 0.f);
-  for (int i = 0; i < out_count; ++i)
-    std::copy_n(weights.begin() + static_cast<std::ptrdiff_t>(i) * bound, t.max_taps,
+  for (int i = 1; i < out_count && t.max_taps < bound; ++i)
+    std::copy_n(t.weights.begin() + static_cast<std::ptrdiff_t>(i) * bound, t.max_taps,
                 t.weights.begin() + static_cast<std::ptrdiff_t>(i) * t.max_taps);
-  return t;
+  t.weights.resize(static_cast<std::size_t>(out_count) * t.max_taps);
 }
 
 image_transform::image_transform(int in_height, int in_width, int in_channels, int out_size,

@@ -22,6 +22,9 @@ resize_taps make_taps(int in_size, int out_size);
 // make_taps(in, out) is make_span_taps(0, in, out, 0, out, 0, in).
 resize_taps make_span_taps(double span_start, double span_length, int out_total, int out_first, int out_count, int lo,
                            int hi);
+// The same into `t`, reusing its buffers: a loader worker plans every image without allocating.
+void make_span_taps(resize_taps& t, double span_start, double span_length, int out_total, int out_first, int out_count,
+                    int lo, int hi);
 
 class image_transform {
  public:
