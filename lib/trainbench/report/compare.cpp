@@ -1,13 +1,11 @@
 #include "trainbench/report/compare.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <map>
 
+#include "trainbench/config/profile_diff.hpp"
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -155,44 +153,17 @@ comparison compare_reports(const std::vector<json>& base, const std::vector<json
   return out;
 }
 
-namespace {
-
-// Flattens a YAML tree into dotted keys; sequences and scalars as flow YAML.
-void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (node.IsMap()) {
-    for (const auto& kv : node)
-      flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
-    return;
-  }
-  YAML::Emitter e;
-  e << YAML::Flow << node;
-  out[prefix] = e.c_str();
-}
-
-std::map<std::string, std::string> flat_yaml(const std::string& text) {
-  std::map<std::string, std::string> out;
-  try {
-    flatten(YAML::Load(text), "", out);
-  } catch (const YAML::Exception&) {
-    out.clear();  // not YAML: nothing to list, the names are still reported as unmatched
-  }
-  return out;
-}
-
-}  // namespace
-
+// Through config's profile_changes, so compare and the ladder name a changed key the same way.
 std::vector<std::string> profile_differences(const std::string& base_yaml, const std::string& candidate_yaml) {
-  const auto a = flat_yaml(base_yaml), b = flat_yaml(candidate_yaml);
-  std::vector<std::string> out;
-  for (const auto& [key, value] : a) {
-    const auto other = b.find(key);
-    if (other == b.end())
-      out.push_back(key + ": " + value + " vs (absent)");
-    else if (other->second != value)
-      out.push_back(key + ": " + value + " vs " + other->second);
+  std::vector<key_change> changes;
+  try {
+    changes = profile_changes(base_yaml, candidate_yaml);
+  } catch (const input_error&) {
+    return {};  // not YAML: nothing to list, the names are still reported as unmatched
   }
-  for (const auto& [key, value] : b)
-    if (!a.count(key)) out.push_back(key + ": (absent) vs " + value);
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("(absent)") : v; };
+  std::vector<std::string> out;
+  for (const auto& c : changes) out.push_back(c.key + ": " + shown(c.before) + " vs " + shown(c.after));
   return out;
 }
 
