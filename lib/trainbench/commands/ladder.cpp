@@ -84,18 +84,19 @@ std::vector<std::string> run_arguments(const rung_plan& r, const ladder_request&
   return argv;
 }
 
-// Rungs the ladder did not finish say so, whatever their last round said: `why` is "interrupted"
-// (a signal) or the error that stopped the ladder itself.
-void mark_unfinished(const rung_plan& r, int rounds, const std::string& why) {
+// Rungs the ladder did not finish say so, whatever their last round said: `error` is the error
+// that stopped the ladder itself, none for a signal.
+void mark_unfinished(const rung_plan& r, int rounds, const std::optional<std::string>& error) {
   if (r.rounds_done >= rounds || !fs::exists(r.report)) return;
   auto j = nlohmann::ordered_json::parse(read_text_file(r.report));
   if (j["status"] != "ok") return;
-  const bool signal = why == "interrupted";
+  const bool signal = !error;
   const std::string after =
       " after " + std::to_string(r.rounds_done) + " of " + std::to_string(rounds) + " rounds of this rung";
   j["status"] = signal ? "interrupted" : "error";
-  j["error"] = {{"kind", signal ? "interrupted" : "runtime"},
-                {"message", signal ? "the ladder was interrupted" + after : "the ladder stopped" + after + ": " + why}};
+  j["error"] = {
+      {"kind", signal ? "interrupted" : "runtime"},
+      {"message", signal ? "the ladder was interrupted" + after : "the ladder stopped" + after + ": " + *error}};
   j["results"]["stopped_by"] = signal ? "interrupted" : "error";
   write_file_atomic(r.report, j.dump(2) + "\n");
 }
@@ -263,7 +264,7 @@ int ladder_command(const ladder_request& req) {
     return code;
   }
   if (interrupted) {
-    for (const auto& r : plans) mark_unfinished(r, req.rounds, "interrupted");
+    for (const auto& r : plans) mark_unfinished(r, req.rounds, std::nullopt);
     throw interrupted_error();
   }
   std::vector<ladder_rung> rungs;
