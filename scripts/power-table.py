@@ -133,34 +133,36 @@ def fewest(probability, target, seed, limit=2000):
     return hi
 
 
+POWERS = [0.80, 0.95]
+
+
+def print_table(title, corner, columns, cvs, probability, seed):
+    """One Markdown table: a row per cv, a cell per column with the windows for each of POWERS."""
+    print(title + "\n")
+    print(f"| cv \\ {corner} | " + " | ".join(f"{c:.0%} (80% / 95%)" for c in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for cv in cvs:
+        cells = []
+        for c in columns:
+            need = [fewest(lambda rng, n: probability(rng, n, c, cv), p, seed) for p in POWERS]
+            cells.append(" / ".join(str(x) if x else "> 2000" for x in need))
+        print(f"| {cv:.0%} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    changes = [0.02, 0.03, 0.05, 0.10]
     cvs = [0.01, 0.02, 0.05, 0.10]
-    powers = [0.80, 0.95]
-    print(f"Detect: windows per side for p < {ALPHA} in the right direction ({args.trials} trials per count)\n")
-    print("| cv \\ change | " + " | ".join(f"{c:.0%} (80% / 95%)" for c in changes) + " |")
-    print("|---|" + "---:|" * len(changes))
-    for cv in cvs:
-        cells = []
-        for c in changes:
-            need = [fewest(lambda rng, n: detect_power(rng, args.trials, n, c, cv), p, args.seed) for p in powers]
-            cells.append(" / ".join(str(x) if x else "> 2000" for x in need))
-        print(f"| {cv:.0%} | " + " | ".join(cells) + " |", flush=True)
-    thresholds = [0.01, 0.02, 0.03, 0.05]
-    print(f"\nSAME: windows per side for the {1 - ALPHA:.0%} interval of an unchanged profile to lie within "
-          f"±threshold ({args.trials} trials per count)\n")
-    print("| cv \\ threshold | " + " | ".join(f"{t:.0%} (80% / 95%)" for t in thresholds) + " |")
-    print("|---|" + "---:|" * len(thresholds))
-    for cv in cvs:
-        cells = []
-        for t in thresholds:
-            need = [fewest(lambda rng, n: same_probability(rng, args.trials, n, t, cv), p, args.seed) for p in powers]
-            cells.append(" / ".join(str(x) if x else "> 2000" for x in need))
-        print(f"| {cv:.0%} | " + " | ".join(cells) + " |")
+    print_table(f"Detect: windows per side for p < {ALPHA} in the right direction ({args.trials} trials per count)",
+                "change", [0.02, 0.03, 0.05, 0.10], cvs,
+                lambda rng, n, change, cv: detect_power(rng, args.trials, n, change, cv), args.seed)
+    print_table(f"\nSAME: windows per side for the {1 - ALPHA:.0%} interval of an unchanged profile to lie within "
+                f"±threshold ({args.trials} trials per count)",
+                "threshold", [0.01, 0.02, 0.03, 0.05], cvs,
+                lambda rng, n, threshold, cv: same_probability(rng, args.trials, n, threshold, cv), args.seed)
+
 
 if __name__ == "__main__":
     main()
