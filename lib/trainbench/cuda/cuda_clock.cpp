@@ -12,6 +12,7 @@
 #include "trainbench/cuda/cuda_check.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
+#include "trainbench/util/error.hpp"
 
 namespace trainbench {
 namespace {
@@ -24,6 +25,7 @@ class cuda_clock final : public stage_clock {
   ~cuda_clock() override {
     for (cudaEvent_t e : events_) TB_CUDA_WARN(cudaEventDestroy(e));
     if (origin_) TB_CUDA_WARN(cudaEventDestroy(origin_));
+    if (closing_) TB_CUDA_WARN(cudaEventDestroy(closing_));
   }
 
   void start_window(int batches) override {
@@ -35,6 +37,7 @@ class cuda_clock final : public stage_clock {
       events_.push_back(e);
     }
     if (!origin_) TB_CUDA_CHECK(cudaEventCreate(&origin_));
+    if (!closing_) TB_CUDA_CHECK(cudaEventCreate(&closing_));
     recorded_.assign(needed, false);
     host_begin_.assign(static_cast<std::size_t>(batches), {});
     host_wait_.assign(static_cast<std::size_t>(batches), -1.0);
@@ -43,7 +46,7 @@ class cuda_clock final : public stage_clock {
     c10::cuda::device_synchronize();
     const steady::time_point before = steady::now();
     TB_CUDA_CHECK(cudaEventRecord(origin_, compute()));
-    if (spans_) calibrate(before);
+    if (spans_) origin_host_ns_ = bracket(origin_, before, calibration_ns_);
     wall_start_ = steady::now();
   }
 
@@ -84,8 +87,11 @@ class cuda_clock final : public stage_clock {
       if (copy_total > 0) out.overlap_share = std::min(1.0, copy_hidden / copy_total);
     }
     out.spans.clear();
+    if (spans_) {
+      fit_drift();
+      fill_spans(out.spans);
+    }
     out.calibration_ns = calibration_ns_;
-    if (spans_) fill_spans(out.spans);
     return wall;
   }
 
@@ -96,24 +102,42 @@ class cuda_clock final : public stage_clock {
   std::size_t index(int s, int b, int edge) const {
     return (static_cast<std::size_t>(b) * stage_count + static_cast<std::size_t>(s)) * 2 + edge;
   }
-  double since_origin(std::size_t i) const {
+  double since_origin(std::size_t i) const { return since_origin(events_[i]); }
+  double since_origin(cudaEvent_t e) const {
     float ms = 0;
-    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[i]));
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, e));
     return ms / 1000.0;
   }
-  // The device was idle when the reference event was recorded, so its timestamp lies between
-  // the host times just before the record and just after it completed: the midpoint places the
-  // window's events on the host clock, to within half that bracket. Outside the measured window.
-  void calibrate(steady::time_point before) {
-    TB_CUDA_CHECK(cudaEventSynchronize(origin_));
+  // The device was idle when `e` was recorded, so its timestamp lies between the host times just
+  // before the record and just after it completed: the midpoint places it on the host clock, to
+  // within half that bracket (`half`). Outside the measured window.
+  std::int64_t bracket(cudaEvent_t e, steady::time_point before, std::int64_t& half) const {
+    TB_CUDA_CHECK(cudaEventSynchronize(e));
     const steady::time_point after = steady::now();
-    origin_host_ns_ = (ns(before) + ns(after)) / 2;
-    calibration_ns_ = (ns(after) - ns(before) + 1) / 2;
+    half = (ns(after) - ns(before) + 1) / 2;
+    return (ns(before) + ns(after)) / 2;
+  }
+  // A second bracketed event after the window's closing synchronisation: mapping device times
+  // onto the host clock through both points keeps the error within the wider half-bracket across
+  // the whole window, where one point lets the two clocks' drift grow with the window's length.
+  void fit_drift() {
+    const steady::time_point before = steady::now();
+    TB_CUDA_CHECK(cudaEventRecord(closing_, compute()));
+    std::int64_t half = 0;
+    const std::int64_t host_end = bracket(closing_, before, half);
+    const double device_s = since_origin(closing_);
+    const double host_s = static_cast<double>(host_end - origin_host_ns_) * 1e-9;
+    // Too short a window to fit, or a reading no real clock pair gives (1000 ppm): one point.
+    device_to_host_ = 1.0;
+    if (device_s > 1e-3 && std::abs(host_s / device_s - 1.0) < 1e-3) device_to_host_ = host_s / device_s;
+    calibration_ns_ = std::max(calibration_ns_, half);
   }
   static std::int64_t ns(steady::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
-  std::int64_t on_host(std::size_t i) const { return origin_host_ns_ + std::llround(since_origin(i) * 1e9); }
+  std::int64_t on_host(std::size_t i) const {
+    return origin_host_ns_ + std::llround(since_origin(i) * device_to_host_ * 1e9);
+  }
 
   // Device spans from the same events as the stage times, the data wait from the same host
   // reads, and the host's enqueue spans (not measurements) for the training thread's lane.
@@ -137,6 +161,7 @@ class cuda_clock final : public stage_clock {
   }
 
   void mark(stage_id s, int batch, int edge) {
+    TB_ASSERT(batch >= 0 && batch < batches_, "a stage marked outside the window's batches");
     if (s == stage_id::data_wait) {
       // Waiting for the loader is host time, not device time.
       auto& t = host_begin_[static_cast<std::size_t>(batch)];
@@ -161,7 +186,8 @@ class cuda_clock final : public stage_clock {
   std::vector<double> host_wait_;
   std::vector<steady::time_point> host_marks_;  // keep_spans only: when each event was enqueued
   std::int64_t origin_host_ns_ = 0, calibration_ns_ = 0;
-  cudaEvent_t origin_ = nullptr;
+  double device_to_host_ = 1.0;  // host seconds per device second over the window (keep_spans only)
+  cudaEvent_t origin_ = nullptr, closing_ = nullptr;
   int batches_ = 0;
   steady::time_point wall_start_;
 };
