@@ -263,6 +263,7 @@ TEST_CASE("window syncs wait on the run's GPU, whichever device is current", "[g
   CHECK(c10::cuda::current_device() == 1);  // made current once, when the pipeline is built
 
   auto clock = make_cuda_clock(second, nullptr);
+  clock->keep_spans(true);  // the reference events too must be recorded and read on GPU 1
   clock->start_window(1);
   clock->begin(stage_id::forward, 0);
   {
@@ -275,6 +276,7 @@ TEST_CASE("window syncs wait on the run's GPU, whichever device is current", "[g
   // Unguarded, the sync waited on GPU 0 and reading the unfinished event threw cudaErrorNotReady.
   REQUIRE_NOTHROW(clock->finish_window(t));
   CHECK(t.per_batch.at(0)[static_cast<int>(stage_id::forward)] > 0);
+  CHECK(!t.spans.empty());
 }
 
 TEST_CASE("copy stages hand every batch over with its own index and count", "[gpu]") {

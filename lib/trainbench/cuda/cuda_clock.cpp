@@ -12,6 +12,7 @@
 #include "trainbench/cuda/cuda_check.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
+#include "trainbench/measure/clock_fit.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -24,8 +25,8 @@ class cuda_clock final : public stage_clock {
   cuda_clock(c10::Device device, std::optional<c10::cuda::CUDAStream> copy) : device_(device), copy_(copy) {}
   ~cuda_clock() override {
     for (cudaEvent_t e : events_) TB_CUDA_WARN(cudaEventDestroy(e));
-    if (origin_) TB_CUDA_WARN(cudaEventDestroy(origin_));
-    if (closing_) TB_CUDA_WARN(cudaEventDestroy(closing_));
+    if (origin_event_) TB_CUDA_WARN(cudaEventDestroy(origin_event_));
+    if (closing_event_) TB_CUDA_WARN(cudaEventDestroy(closing_event_));
   }
 
   void start_window(int batches) override {
@@ -36,8 +37,8 @@ class cuda_clock final : public stage_clock {
       TB_CUDA_CHECK(cudaEventCreate(&e));
       events_.push_back(e);
     }
-    if (!origin_) TB_CUDA_CHECK(cudaEventCreate(&origin_));
-    if (!closing_) TB_CUDA_CHECK(cudaEventCreate(&closing_));
+    if (!origin_event_) TB_CUDA_CHECK(cudaEventCreate(&origin_event_));
+    if (!closing_event_) TB_CUDA_CHECK(cudaEventCreate(&closing_event_));
     recorded_.assign(needed, false);
     host_begin_.assign(static_cast<std::size_t>(batches), {});
     host_wait_.assign(static_cast<std::size_t>(batches), -1.0);
@@ -45,8 +46,8 @@ class cuda_clock final : public stage_clock {
     batches_ = batches;
     c10::cuda::device_synchronize();
     const steady::time_point before = steady::now();
-    TB_CUDA_CHECK(cudaEventRecord(origin_, compute()));
-    if (spans_) origin_host_ns_ = bracket(origin_, before, calibration_ns_);
+    TB_CUDA_CHECK(cudaEventRecord(origin_event_, compute()));
+    if (spans_) origin_ = bracket(origin_event_, before);
     wall_start_ = steady::now();
   }
 
@@ -91,7 +92,7 @@ class cuda_clock final : public stage_clock {
       fit_drift();
       fill_spans(out.spans);
     }
-    out.calibration_ns = calibration_ns_;
+    out.calibration_ns = spans_ ? map_.bound_ns : 0;
     return wall;
   }
 
@@ -105,39 +106,29 @@ class cuda_clock final : public stage_clock {
   double since_origin(std::size_t i) const { return since_origin(events_[i]); }
   double since_origin(cudaEvent_t e) const {
     float ms = 0;
-    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, e));
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_event_, e));
     return ms / 1000.0;
   }
-  // The device was idle when `e` was recorded, so its timestamp lies between the host times just
-  // before the record and just after it completed: the midpoint places it on the host clock, to
-  // within half that bracket (`half`). Outside the measured window.
-  std::int64_t bracket(cudaEvent_t e, steady::time_point before, std::int64_t& half) const {
+  // The event's timestamp lies between the host times just before the record and just after it
+  // completed, so the midpoint places it on the host clock to within half that bracket (narrow
+  // because the device is idle). Outside the measured window.
+  clock_point bracket(cudaEvent_t e, steady::time_point before) const {
     TB_CUDA_CHECK(cudaEventSynchronize(e));
     const steady::time_point after = steady::now();
-    half = (ns(after) - ns(before) + 1) / 2;
-    return (ns(before) + ns(after)) / 2;
+    return {(ns(before) + ns(after)) / 2, (ns(after) - ns(before) + 1) / 2};
   }
-  // A second bracketed event after the window's closing synchronisation: mapping device times
-  // onto the host clock through both points keeps the error within the wider half-bracket across
-  // the whole window, where one point lets the two clocks' drift grow with the window's length.
+  // A second bracketed event after the window's closing synchronisation: through both points the
+  // two clocks' drift does not grow with the window's length (fit_clock says when it fits).
   void fit_drift() {
     const steady::time_point before = steady::now();
-    TB_CUDA_CHECK(cudaEventRecord(closing_, compute()));
-    std::int64_t half = 0;
-    const std::int64_t host_end = bracket(closing_, before, half);
-    const double device_s = since_origin(closing_);
-    const double host_s = static_cast<double>(host_end - origin_host_ns_) * 1e-9;
-    // Too short a window to fit, or a reading no real clock pair gives (1000 ppm): one point.
-    device_to_host_ = 1.0;
-    if (device_s > 1e-3 && std::abs(host_s / device_s - 1.0) < 1e-3) device_to_host_ = host_s / device_s;
-    calibration_ns_ = std::max(calibration_ns_, half);
+    TB_CUDA_CHECK(cudaEventRecord(closing_event_, compute()));
+    const clock_point closing = bracket(closing_event_, before);
+    map_ = fit_clock(origin_, closing, since_origin(closing_event_));
   }
   static std::int64_t ns(steady::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
-  std::int64_t on_host(std::size_t i) const {
-    return origin_host_ns_ + std::llround(since_origin(i) * device_to_host_ * 1e9);
-  }
+  std::int64_t on_host(std::size_t i) const { return map_.to_host(since_origin(i)); }
 
   // Device spans from the same events as the stage times, the data wait from the same host
   // reads, and the host's enqueue spans (not measurements) for the training thread's lane.
@@ -185,9 +176,9 @@ class cuda_clock final : public stage_clock {
   std::vector<steady::time_point> host_begin_;
   std::vector<double> host_wait_;
   std::vector<steady::time_point> host_marks_;  // keep_spans only: when each event was enqueued
-  std::int64_t origin_host_ns_ = 0, calibration_ns_ = 0;
-  double device_to_host_ = 1.0;  // host seconds per device second over the window (keep_spans only)
-  cudaEvent_t origin_ = nullptr, closing_ = nullptr;
+  clock_point origin_;                          // keep_spans only: the window's first reference event on the host clock
+  clock_map map_;                               // keep_spans only: device times onto the host clock, from both events
+  cudaEvent_t origin_event_ = nullptr, closing_event_ = nullptr;
   int batches_ = 0;
   steady::time_point wall_start_;
 };

@@ -34,8 +34,8 @@ struct window_times {
   std::optional<double> overlap_share;
   // Only with keep_spans(true): the same measurements as per_batch, with their positions.
   std::vector<stage_span> spans;
-  // CUDA: how far the device spans may be off the host clock (the wider half-bracket around the
-  // window's two reference events); 0 on the host clock.
+  // CUDA with keep_spans: how far the device spans may be off the host clock (fit_clock's bound,
+  // from the brackets around the window's two reference events); 0 on the host clock.
   std::int64_t calibration_ns = 0;
 };
 
