@@ -43,6 +43,7 @@ TEST_CASE("clock fit: a 60 s window of a clock 50 ppm fast stays within its brac
       CHECK(m.rate == Approx(c.rate).epsilon(1e-6));
       CHECK(m.bound_ns < half + 10'000);  // the bracket plus float milliseconds' rounding
       CHECK(worst_error(m, c, window) <= m.bound_ns);
+      // The same clocks through the first point alone: what the fit saves.
       const clock_map one_point{first.host_ns, 1.0, half};
       CHECK(worst_error(one_point, c, window) > 2'900'000);
     }
@@ -62,9 +63,36 @@ TEST_CASE("clock fit: a window too short to know the rate to 100 ppm keeps one p
       CHECK(m.bound_ns <= 3 * half + std::llround(300e-6 * window * 1e9) + 100);
     }
   }
-  // An empty window: nothing to fit.
+  // An empty window: nothing to fit; the miss (2) widens the second bracket (4), plus 2 ns of
+  // rounding.
   const clock_map m = fit_clock({7, 3}, {9, 4}, 0.0);
   CHECK(m.rate == 1.0);
   CHECK(m.to_host(0.0) == 7);
-  CHECK(m.bound_ns >= 4);
+  CHECK(m.bound_ns == 8);
+}
+
+TEST_CASE("clock fit: the bound covers float milliseconds' rounding and the wider of two unequal brackets") {
+  const true_clocks c{3'000'000'000, 1.0 + 50e-6};
+  // 262144.0156251 ms rounds up to ...0.03125 as a float, and a time just before it rounds down:
+  // without the rounding term (scaled by the rate) the error passes the brackets' bound.
+  const double window = 262.1440156251;
+  const std::int64_t half = 20'000;
+  const clock_point first{c.t0 - half, half}, second{c.host(window) - half, half};
+  const clock_map m = fit_clock(first, second, as_event(window));
+  REQUIRE(m.rate != 1.0);
+  for (const double d : {window - 2e-10, window, window / 2, 0.0}) {
+    INFO("device time " << d);
+    CHECK(std::llabs(m.to_host(as_event(d)) - c.host(d)) <= m.bound_ns);
+  }
+  CHECK(m.bound_ns > half);
+  // The second point's bracket is the wider: the bound is its, not the first's.
+  for (const int e1 : {-1, 1}) {
+    const true_clocks u{3'000'000'000, 1.0 - 20e-6};
+    const clock_point narrow{u.t0 + 5'000, 5'000}, wide{u.host(10.0) + e1 * 20'000, 20'000};
+    const clock_map w = fit_clock(narrow, wide, as_event(10.0));
+    REQUIRE(w.rate != 1.0);
+    CHECK(w.bound_ns >= 20'000);
+    CHECK(worst_error(w, u, 10.0) <= w.bound_ns);
+    CHECK(worst_error(w, u, 10.0) > 15'000);  // the wide end's error is there to be covered
+  }
 }

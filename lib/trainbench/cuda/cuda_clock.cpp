@@ -42,12 +42,13 @@ class cuda_clock final : public stage_clock {
     recorded_.assign(needed, false);
     host_begin_.assign(static_cast<std::size_t>(batches), {});
     host_wait_.assign(static_cast<std::size_t>(batches), -1.0);
-    if (spans_) host_marks_.assign(needed, {});
+    window_spans_ = spans_;  // keep_spans between start and finish would find no marks
+    if (window_spans_) host_marks_.assign(needed, {});
     batches_ = batches;
     c10::cuda::device_synchronize();
     const steady::time_point before = steady::now();
     TB_CUDA_CHECK(cudaEventRecord(origin_event_, compute()));
-    if (spans_) origin_ = bracket(origin_event_, before);
+    if (window_spans_) origin_ = bracket(origin_event_, before);
     wall_start_ = steady::now();
   }
 
@@ -88,11 +89,11 @@ class cuda_clock final : public stage_clock {
       if (copy_total > 0) out.overlap_share = std::min(1.0, copy_hidden / copy_total);
     }
     out.spans.clear();
-    if (spans_) {
+    if (window_spans_) {
       fit_drift();
       fill_spans(out.spans);
     }
-    out.calibration_ns = spans_ ? map_.bound_ns : 0;
+    out.calibration_ns = window_spans_ ? map_.bound_ns : 0;
     return wall;
   }
 
@@ -164,7 +165,7 @@ class cuda_clock final : public stage_clock {
     }
     const std::size_t i = index(static_cast<int>(s), batch, edge);
     cudaStream_t stream = (s == stage_id::h2d && copy_) ? copy_->stream() : compute();
-    if (spans_) host_marks_[i] = steady::now();
+    if (window_spans_) host_marks_[i] = steady::now();
     TB_CUDA_CHECK(cudaEventRecord(events_[i], stream));
     recorded_[i] = true;
   }
@@ -180,6 +181,7 @@ class cuda_clock final : public stage_clock {
   clock_map map_;                               // keep_spans only: device times onto the host clock, from both events
   cudaEvent_t origin_event_ = nullptr, closing_event_ = nullptr;
   int batches_ = 0;
+  bool window_spans_ = false;  // keep_spans as it was when the window started
   steady::time_point wall_start_;
 };
 
