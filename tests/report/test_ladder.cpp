@@ -333,3 +333,30 @@ TEST_CASE("ladder --reference: a file that cannot be read or parsed stops the la
     CHECK_FALSE(std::filesystem::exists(dir / "out"));
   }
 }
+
+TEST_CASE("a misspelt --set or a broken profile stops the ladder before any rung, exit 2, earlier results kept") {
+  const auto dir = tbtest::scratch("ladder-bad-input");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/01-ok.yaml", "extends: ../tiny.yaml\nname: ok\ndescription: fine\n");
+  tbtest::write_text(dir / "rungs/02-typo.yaml", "extends: 01-ok.yaml\nname: typo\ntrain: {batchsize: 8}\n");
+  tbtest::write_text(dir / "good/01-ok.yaml", "extends: ../tiny.yaml\nname: ok\ndescription: fine\n");
+  tbtest::write_text(dir / "out/01-ok.json", "{\"earlier\": true}\n");  // an earlier ladder's result
+  const std::string out = " --quiet --out '" + (dir / "out").string() + "'";
+
+  const auto bad_profile = tbtest::run_cli("ladder '" + (dir / "rungs").string() + "'" + out);
+  INFO(bad_profile.output);
+  CHECK(bad_profile.code == 2);
+  CHECK(bad_profile.output.find("1 of 2 profiles cannot run, so no rung ran") != std::string::npos);
+  CHECK(bad_profile.output.find("02-typo.yaml") != std::string::npos);
+  CHECK(bad_profile.output.find("train.batchsize") != std::string::npos);
+
+  const auto bad_set = tbtest::run_cli("ladder '" + (dir / "good").string() + "' --set train.batchsize=8" + out);
+  INFO(bad_set.output);
+  CHECK(bad_set.code == 2);
+  CHECK(bad_set.output.find("--set train.batchsize=8") != std::string::npos);
+
+  // Neither ran a rung, wrote a table or cleared what was there.
+  CHECK(tbtest::read_json(dir / "out/01-ok.json").value("earlier", false));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/ladder.md"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out/rounds"));
+}

@@ -30,7 +30,7 @@ struct rung_plan {
   fs::path report, state;
   std::optional<profile> as_set;  // with the ladder's --set; empty when the profile is refused
   std::string file_yaml;          // without them: what the file, and so its description, says
-  std::string refused;            // why the profile cannot run (it is never started)
+  std::string refused;            // why a round refused it (exit 2): it is not run again
   int rounds_done = 0;
   bool failed = false;
 };
@@ -44,24 +44,47 @@ fs::path default_out(const std::vector<std::string>& inputs) {
   return fs::path("reports") / (name.empty() ? "ladder" : name);
 }
 
+// One line per distinct error: a bad --set fails every rung alike, and is said once.
+std::string refusals_text(const std::vector<std::pair<std::string, std::string>>& refused, std::size_t rungs) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> lines;  // error, the rungs it stops
+  for (const auto& [stem, message] : refused) {
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == message; });
+    if (it == lines.end()) it = lines.insert(lines.end(), {message, {}});
+    it->second.push_back(stem);
+  }
+  std::string out;
+  for (const auto& [message, stems] : lines)
+    out += "\n  " + message +
+           (stems.size() == rungs && rungs > 1                 ? " (every rung)"
+            : message.find(stems.front()) == std::string::npos ? " (" + join(stems, ", ") + ")"
+                                                               : "");
+  return out;
+}
+
 std::vector<rung_plan> plan_rungs(const ladder_request& req, const fs::path& out) {
   std::vector<rung_plan> plans;
+  std::vector<std::pair<std::string, std::string>> refused;  // rung, why
   for (const auto& file : ladder_profiles(req.inputs)) {
     rung_plan r;
     r.file = file;
     r.stem = fs::path(file).stem().string();
     r.report = out / (r.stem + ".json");
     r.state = out / "rounds" / (r.stem + ".json");
-    // A profile that cannot load is shown as failed with the reason; the ladder goes on.
     try {
       r.as_set = load_profile(file, req.sets).value;
       r.file_yaml = to_yaml(load_profile(file).value);
-    } catch (const std::exception& e) {
-      r.refused = e.what();
-      r.failed = true;
+    } catch (const config_error& e) {
+      refused.emplace_back(r.stem, e.what());
+    } catch (const input_error& e) {
+      refused.emplace_back(r.stem, e.what());
     }
     plans.push_back(std::move(r));
   }
+  // A misspelt --set or a broken profile is bad input: refused before any rung runs (and before
+  // an earlier ladder's results are cleared), not found out rung by rung on a GPU's time.
+  if (!refused.empty())
+    throw input_error("ladder: " + std::to_string(refused.size()) + " of " + std::to_string(plans.size()) +
+                      " profiles cannot run, so no rung ran:" + refusals_text(refused, plans.size()));
   return plans;
 }
 
@@ -241,9 +264,9 @@ int ladder_command(const ladder_request& req) {
   const launch_info launch = read_launch(process_environment());
   // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
   const bool writer = launch.rank == 0;
+  std::vector<rung_plan> plans = plan_rungs(req, out);
   if (writer) check_writable_folder(out, "--out");
   set_log_quiet(req.quiet);
-  std::vector<rung_plan> plans = plan_rungs(req, out);
   if (writer) clear_earlier_results(plans);
 
   held_signals held;  // before the store's threads start, so they inherit it
