@@ -91,6 +91,32 @@ TEST_CASE("set overrides win over the file and over extends, and are validated")
   CHECK_THROWS_AS(load_profile(dir / "p.yaml", {"train.bogus=1"}), config_error);
 }
 
+TEST_CASE("an error in a --set names the --set, also for an unknown block or a check after loading") {
+  const auto dir = tbtest::scratch("set-origin");
+  tbtest::write_text(dir / "p.yaml", "name: p\ntrain: {batch_size: 32}\n");
+  for (const std::string set : {"train.optimiser.lr=0.1", "x.y=1", "data.normalise.mean=[0.5, 0.5, 0.5]"}) {
+    INFO(set);
+    try {
+      load_profile(dir / "p.yaml", {set});
+      FAIL("no error");
+    } catch (const config_error& e) {
+      CHECK(e.where() == "--set " + set);
+    }
+  }
+  // Errors found after loading (the device, a batch size only a GPU can search) ask origin_of.
+  const loaded_profile lp = load_profile(dir / "p.yaml", {"device=cuda:3", "train.optimizer.lr=0.5"});
+  CHECK(origin_of(lp, "device") == "--set device=cuda:3");
+  CHECK(origin_of(lp, "train.optimizer.lr") == "--set train.optimizer.lr=0.5");
+  CHECK(origin_of(lp, "train.batch_size") == (dir / "p.yaml").string());
+  CHECK(profile_and_sets(lp) == (dir / "p.yaml").string() + " with --set device=cuda:3, --set train.optimizer.lr=0.5");
+  // On the command line: blamed on the --set, exit 2 (no host has a cuda:99).
+  const auto r = tbtest::run_cli("run --config '" + (dir / "p.yaml").string() +
+                                 "' --set device=cuda:99 --set data.source=device-synthetic");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--set device=cuda:99: key 'device'") != std::string::npos);
+}
+
 TEST_CASE("errors point at file, line and column") {
   const auto dir = tbtest::scratch("where");
   tbtest::write_text(dir / "p.yaml", "name: x\ntrain:\n  batch_size: 8\n  optimizer: {lr: -1}\n");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -259,12 +260,28 @@ TEST_CASE("bottleneck refuses a profile with no input pipeline, and bad rounds, 
                            "' --set data.source=device-synthetic");
   INFO(r.output);
   CHECK(r.code == 2);
-  CHECK(r.output.find("data.source") != std::string::npos);
-  CHECK(r.output.find("tiny.yaml") != std::string::npos);
+  CHECK(r.output.find("--set data.source=device-synthetic: key 'data.source'") != std::string::npos);
   r = tbtest::run_cli("bottleneck -c '" + file + "' --out '" + (dir / "neck").string() + "' --rounds 0");
   CHECK(r.code == 2);
   CHECK(r.output.find("--rounds") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "neck"));
+}
+
+TEST_CASE("make-dataset never overwrites a CIFAR-10 it did not write, and rewrites one it did") {
+  const auto dir = tbtest::scratch("e2e-make-over-real");
+  tbtest::write_text(dir / "real/data_batch_1.bin", "the real thing");
+  const auto refused = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "real").string() + "' --samples 5");
+  INFO(refused.output);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("data_batch_1.bin") && Catch::Contains("no GENERATED"));
+  std::ifstream in(dir / "real/data_batch_1.bin");
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "the real thing");
+  CHECK_FALSE(fs::exists(dir / "real/test_batch.bin"));
+  for (int i = 0; i < 2; ++i) {  // a generated set is regenerated in place
+    const auto made = tbtest::run_cli("make-dataset cifar10 --out '" + (dir / "made").string() + "' --samples 5");
+    INFO(made.output);
+    CHECK(made.code == 0);
+  }
 }
 
 TEST_CASE("make-dataset refuses a sample count no machine can hold, before writing anything") {

@@ -132,7 +132,7 @@ int bottleneck_command(const bottleneck_request& req) {
   if (!req.trace.empty()) lp.value.measure.trace = req.trace;
   const profile& p = lp.value;
   if (p.data.source == data_source::device_synthetic)
-    throw config_error(lp.path.string(), "data.source",
+    throw config_error(origin_of(lp, "data.source"), "data.source",
                        "is device-synthetic already: there is no input pipeline to measure against the step alone");
   if (req.rounds < 1) throw input_error("bottleneck: --rounds must be at least 1, got " + std::to_string(req.rounds));
   if (req.threshold_pct < 0) throw input_error("bottleneck: --threshold must be >= 0");

@@ -211,9 +211,9 @@ std::optional<pipeline> build_for_report(const loaded_profile& lp, const profile
     return build_pipeline(p, bo, in.effective, in.parameters);
   } catch (const config_error& e) {
     if (!e.where().empty()) throw;
-    throw config_error(lp.path.string(), e.key(), e.message());
+    throw config_error(origin_of(lp, e.key()), e.key(), e.message());
   } catch (const input_error& e) {
-    throw input_error(lp.path.string() + ": " + e.what());
+    throw input_error(profile_and_sets(lp) + ": " + e.what());
   } catch (...) {
     code = record_failure(in);
   }

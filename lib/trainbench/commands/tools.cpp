@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
@@ -12,6 +13,21 @@
 #include "trainbench/util/torch_compat.hpp"
 
 namespace trainbench {
+namespace {
+
+// README has the real CIFAR-10 unpacked where make-dataset writes by default: a folder with its
+// files and no GENERATED marker is someone's data, never overwritten. A generated set is.
+void refuse_real_cifar10(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || std::filesystem::exists(dir / "GENERATED", ec)) return;
+  for (const char* name : {"data_batch_1.bin", "test_batch.bin", "batches.meta.txt"})
+    if (std::filesystem::exists(dir / name, ec))
+      throw input_error("make-dataset: '" + dir.string() + "' holds " + name +
+                        " that make-dataset did not write (no GENERATED file): a real CIFAR-10 is never "
+                        "overwritten; give a new folder");
+}
+
+}  // namespace
 
 std::string version_text() {
   const cuda_versions v = cuda_library_versions();
@@ -69,6 +85,7 @@ int make_dataset_command(const make_dataset_request& r) {
     throw input_error("make-dataset: --samples " + std::to_string(r.samples) + " would need " +
                       std::to_string(static_cast<long long>(static_cast<double>(r.samples) / 5 * 3073 / 1e9)) +
                       " GB per file in memory; at most " + std::to_string(max_samples));
+  refuse_real_cifar10(r.out);
   write_cifar10(r.out, r.samples, std::max(1LL, r.samples / 5), r.seed);
   std::cout << "wrote a random CIFAR-10-format dataset (" << r.samples << " train samples) to " << r.out << "\n";
   return exit_code::ok;

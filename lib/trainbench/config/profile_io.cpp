@@ -113,6 +113,13 @@ void apply_set(YAML::Node& root, const std::string& assignment, origin_map& orig
     overlay = wrap;
   }
   root = merge(root, overlay);
+  // The blocks above the key too, where no file wrote them: an unknown block in a --set
+  // (train.optimiser.lr) is then blamed on the --set.
+  std::string prefix;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix += (i ? "." : "") + parts[i];
+    origins.emplace(prefix, origin{where, -1, -1});
+  }
   origins[key] = origin{where, -1, -1};
   if (value.IsMap()) {
     origin_map inner;
@@ -593,6 +600,21 @@ loaded_profile load_profile(const fs::path& file, const std::vector<std::string>
   check_not_empty(root, file);
   for (const auto& s : sets) apply_set(root, s, origins);
   out.value = read_profile(root, origins, file);
+  out.sets = sets;
+  return out;
+}
+
+std::string origin_of(const loaded_profile& lp, const std::string& key) {
+  for (auto it = lp.sets.rbegin(); it != lp.sets.rend(); ++it) {
+    const std::string set_key = it->substr(0, it->find('='));
+    if (key == set_key || key.rfind(set_key + ".", 0) == 0) return "--set " + *it;
+  }
+  return lp.path.string();
+}
+
+std::string profile_and_sets(const loaded_profile& lp) {
+  std::string out = lp.path.string();
+  for (std::size_t i = 0; i < lp.sets.size(); ++i) out += (i ? ", --set " : " with --set ") + lp.sets[i];
   return out;
 }
 

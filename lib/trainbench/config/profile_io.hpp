@@ -13,7 +13,15 @@ struct loaded_profile {
   profile value;
   std::filesystem::path path;      // the file the user named
   std::vector<std::string> chain;  // files read, child first
+  std::vector<std::string> sets;   // the --set assignments applied, in order
 };
+
+// Where a key's value came from, for an error found after loading (the device, a batch size
+// only a GPU can search): "--set key=value" when the last --set naming the key or a block
+// above it gave it, else the profile file.
+std::string origin_of(const loaded_profile& lp, const std::string& key);
+// The profile file, with the --set assignments when there are any: for an error that names no key.
+std::string profile_and_sets(const loaded_profile& lp);
 
 // Throws config_error naming file, line, column and key for anything wrong. An input path
 // (data.path, model.weights) written in a file is relative to that file; given with --set, to

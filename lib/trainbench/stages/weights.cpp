@@ -1,6 +1,7 @@
 #include "trainbench/stages/weights.hpp"
 
 #include <ATen/core/Dict.h>
+#include <c10/util/Exception.h>
 #include <torch/serialize.h>
 
 #include <fstream>
@@ -35,6 +36,10 @@ void load_weights(torch::nn::Module& model, const std::filesystem::path& file) {
   c10::IValue value;
   try {
     value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const c10::Error& e) {
+    // Without LibTorch's C++ stack trace: it helps nobody who gave a wrong file.
+    throw input_error("model.weights '" + file.string() +
+                      "': not a state dict saved by torch.save: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw input_error("model.weights '" + file.string() + "': not a state dict saved by torch.save: " + e.what());
   }
