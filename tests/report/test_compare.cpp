@@ -264,7 +264,9 @@ TEST_CASE("compare exits 2 when nothing could be compared, naming the keys that 
   CHECK(out.output.find("no profile could be compared") != std::string::npos);
   CHECK(out.output.find("not compared: quickstart: the profiles differ in train.batch_size: 32 vs 64") !=
         std::string::npos);
-  CHECK(out.output.find("optimizer") == std::string::npos);  // only what differs
+  CHECK(out.output.find("optimizer") == std::string::npos);      // only what differs
+  CHECK(out.output.find("only in base:") == std::string::npos);  // listed once, as not compared
+  CHECK(out.output.find("1 with the same name but another profile") != std::string::npos);
   CHECK(profile_differences("a: 1\nb: {c: [1, 2]}\n", "a: 1\nb: {c: [1, 3]}\nd: x\n") ==
         std::vector<std::string>{"b.c: [1, 2] vs [1, 3]", "d: (absent) vs x"});
 }
@@ -317,4 +319,10 @@ TEST_CASE("compare fails the gate when a candidate run measured no window, whate
   INFO(out.output);
   CHECK(out.code == 1);
   CHECK(out.output.find("the candidate run of 'b' measured no window") != std::string::npos);
+  // Also when it is the only profile: a crashed candidate, not bad input (exit 1, not 2).
+  const auto alone =
+      tbtest::run_cli("compare '" + (dir / "base/b.json").string() + "' '" + (dir / "cand/b.json").string() + "'");
+  INFO(alone.output);
+  CHECK(alone.code == 1);
+  CHECK(alone.output.find("the candidate run of 'b' measured no window") != std::string::npos);
 }

@@ -149,6 +149,10 @@ comparison compare_reports(const std::vector<json>& base, const std::vector<json
   for (std::size_t i = 0; i < candidate.size(); ++i)
     if (!used[i]) out.only_candidate.push_back(name_of(candidate[i]));
   out.unmatched = same_name_pairs(base, candidate, out.only_base, out.only_candidate);
+  // A name on both sides is listed once, as unmatched with the keys that differ.
+  for (const auto& u : out.unmatched)
+    for (auto* side : {&out.only_base, &out.only_candidate})
+      side->erase(std::remove(side->begin(), side->end(), u.name), side->end());
   decide_rows(out);
   return out;
 }
@@ -405,10 +409,6 @@ int compare_command(const compare_request& req) {
   comparison c = compare_reports(base, candidate, req.threshold_pct, req.alpha, req.family_correction);
   c.skipped = skipped;
   std::cout << format_comparison(c, req.format) << std::flush;
-  if (c.family_size == 0)
-    throw input_error("compare: no profile could be compared (" + std::to_string(c.only_base.size()) +
-                      " only in base, " + std::to_string(c.only_candidate.size()) + " only in candidate, " +
-                      std::to_string(c.rows.size()) + " without measured windows); a CI gate must not pass on nothing");
   int code = exit_code::ok;
   for (const auto& r : c.rows) {
     if (r.result == verdict::slower) code = exit_code::failed;
@@ -419,6 +419,12 @@ int compare_command(const compare_request& req) {
       code = exit_code::failed;
     }
   }
+  // Nothing compared because a candidate crashed is a failed candidate (exit 1), not bad input.
+  if (c.family_size == 0 && code == exit_code::ok)
+    throw input_error("compare: no profile could be compared (" + std::to_string(c.only_base.size()) +
+                      " only in base, " + std::to_string(c.only_candidate.size()) + " only in candidate, " +
+                      std::to_string(c.unmatched.size()) + " with the same name but another profile, " +
+                      std::to_string(c.rows.size()) + " without measured windows); a CI gate must not pass on nothing");
   return code;
 }
 
