@@ -101,11 +101,14 @@ int main(int argc, char** argv) {
   make_ds->add_option("kind", ds.kind, "dataset layout: cifar10 (random pixels) | imagefolder (dead-leaves JPEGs)")
       ->required();
   make_ds->add_option("--out", ds.out, "output folder")->required();
-  make_ds->add_option("--samples", ds.samples,
-                      "cifar10: training samples, at most 10 million (the test split gets a fifth)");
-  make_ds->add_option("--classes", ds.classes, "imagefolder: class folders (default 10)");
-  make_ds->add_option("--per-class", ds.per_class, "imagefolder: training JPEGs per class; val/ gets a tenth");
-  make_ds->add_option("--seed", ds.seed, "random seed");
+  make_ds
+      ->add_option("--samples", ds.samples,
+                   "cifar10: training samples, at most 10 million (the test split gets a fifth)")
+      ->capture_default_str();
+  make_ds->add_option("--classes", ds.classes, "imagefolder: class folders")->capture_default_str();
+  make_ds->add_option("--per-class", ds.per_class, "imagefolder: training JPEGs per class; val/ gets a tenth")
+      ->capture_default_str();
+  make_ds->add_option("--seed", ds.seed, "random seed")->capture_default_str();
 
   compare_request cmp;
   auto* compare = app.add_subcommand("compare", "compare two reports or folders of reports; exit 1 on a regression");
