@@ -28,7 +28,7 @@ namespace {
 struct rung_plan {
   std::string file, stem;
   fs::path report, state;
-  std::optional<profile> as_set;  // with the ladder's --set; empty when the profile is refused
+  std::optional<profile> as_set;  // with the ladder's --set (a profile that cannot load stops the ladder)
   std::string file_yaml;          // without them: what the file, and so its description, says
   std::string refused;            // why a round refused it (exit 2): it is not run again
   int rounds_done = 0;
