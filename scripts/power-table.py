@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Windows per side that `trainbench compare` needs, by simulation: the tables of docs/statistics.md.
     source scripts/env.sh && "$TRAINBENCH_PYTHON" scripts/power-table.py [--trials 4000] [--seed 1] > tables.md
+    source scripts/env.sh && "$TRAINBENCH_PYTHON" scripts/power-table.py --levels [--trials 4000] > levels.md
 
 Each window's rate is mean * (1 + change) * (1 + cv * z), z standard normal, independent.
 Table 1 (detect): the fewest windows per side at which the two-sided Mann-Whitney U test at
@@ -9,6 +10,10 @@ test exactly: exact distribution up to 20 windows per side, normal approximation
 correction beyond (continuous rates have no ties).
 Table 2 (SAME): the fewest windows per side at which the 95% Hodges-Lehmann interval of an unchanged
 profile lies within ±threshold, so that compare says SAME, with the given probability.
+--levels: the tables by level of repetition. A run is P fresh processes of n windows each; a
+window's rate is mean * (1 + change) * (1 + between * z_process) * (1 + within * z_window), the
+process's z shared by its windows. compare's default test ranks each process's median window
+(exact Mann-Whitney, P against P); the window-level test ranks all P * n windows as if independent.
 Needs numpy only (the project's venv has it)."""
 import argparse
 import math
@@ -149,11 +154,72 @@ def print_table(title, corner, columns, cvs, probability, seed):
         print(f"| {cv:.0%} | " + " | ".join(cells) + " |", flush=True)
 
 
+def two_level(rng, trials, processes, windows_per_process, change, between, within):
+    """Rates of `trials` runs: shape (trials, processes, windows)."""
+    z_process = rng.standard_normal((trials, processes, 1))
+    z_window = rng.standard_normal((trials, processes, windows_per_process))
+    return (1.0 + change) * (1.0 + between * z_process) * (1.0 + within * z_window)
+
+
+def rejects(base, cand):
+    """Two-sided Mann-Whitney at ALPHA, per trial, in either direction: +1 candidate slower, -1 faster, 0 none."""
+    n, m = base.shape[1], cand.shape[1]
+    pooled = np.concatenate([base, cand], axis=1)
+    ranks = pooled.argsort(axis=1).argsort(axis=1) + 1
+    u = ranks[:, :n].sum(axis=1) - n * (n + 1) / 2  # pairs base wins: large when the candidate is slower
+    if n == m and n <= EXACT_LIMIT:
+        crit = critical_u(n)
+        return np.where(n * m - u <= crit, 1, np.where(u <= crit, -1, 0))
+    sd = math.sqrt(n * m * (n + m + 1) / 12)
+    z = (np.abs(u - n * m / 2) - 0.5) / sd
+    return np.where(z > normal_quantile(1 - ALPHA / 2), np.sign(u - n * m / 2), 0)
+
+
+def level_outcomes(rng, trials, processes, windows_per_process, change, between, within):
+    """(process-level outcomes, window-level outcomes) for a candidate `change` slower."""
+    base = two_level(rng, trials, processes, windows_per_process, 0.0, between, within)
+    cand = two_level(rng, trials, processes, windows_per_process, -change, between, within)
+    by_process = rejects(np.median(base, axis=2), np.median(cand, axis=2))
+    by_window = rejects(base.reshape(trials, -1), cand.reshape(trials, -1))
+    return by_process, by_window
+
+
+# (between-process cv, within-process cv, change): a quiet GPU-like split, one where the processes
+# differ more than their windows, and the 2-core CPU machine's measured split.
+LEVEL_CASES = [(0.005, 0.005, 0.02), (0.02, 0.005, 0.05), (0.053, 0.06, 0.10), (0.053, 0.06, 0.20)]
+
+
+def print_levels(trials, seed):
+    print(f"False alarms: an unchanged profile called SLOWER or FASTER, {ALPHA} two-sided, 5 processes x 5 windows "
+          f"per side ({trials} trials)\n")
+    print("| between-process cv | within-process cv | process level | window level |")
+    print("|---:|---:|---:|---:|")
+    for between, within in [(0.0, 0.01), (0.005, 0.005), (0.02, 0.005), (0.05, 0.01), (0.053, 0.06)]:
+        p, w = level_outcomes(np.random.default_rng([seed, 1]), trials, 5, 5, 0.0, between, within)
+        print(f"| {between:.1%} | {within:.1%} | {np.mean(p != 0):.1%} | {np.mean(w != 0):.1%} |", flush=True)
+    for between, within, change in LEVEL_CASES:
+        print(f"\nPower: {change:.0%} slower called SLOWER at the process level, between-process cv {between:.1%}, "
+              f"within-process cv {within:.1%} ({trials} trials per cell)\n")
+        columns = [1, 3, 5, 10]
+        print("| processes per side \\ windows per process | " + " | ".join(str(c) for c in columns) + " |")
+        print("|---|" + "---:|" * len(columns))
+        for processes in (4, 5, 6, 8, 10, 15, 20):
+            cells = []
+            for n in columns:
+                p, _ = level_outcomes(np.random.default_rng([seed, processes, n]), trials, processes, n, change,
+                                      between, within)
+                cells.append(f"{np.mean(p == 1):.0%}")
+            print(f"| {processes} | " + " | ".join(cells) + " |", flush=True)
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--levels", action="store_true", help="the tables by level: processes x windows per process")
     args = ap.parse_args()
+    if args.levels:
+        print_levels(args.trials, args.seed)
+        return
     cvs = [0.01, 0.02, 0.05, 0.10]
     print_table(f"Detect: windows per side for p < {ALPHA} in the right direction ({args.trials} trials per count)",
                 "change", [0.02, 0.03, 0.05, 0.10], cvs,

@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
+#include "trainbench/report/plan.hpp"
 #include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -23,8 +25,12 @@ constexpr const char* quiet_help = "only warnings, errors and where the results 
 
 // with_model: run has a model (weights to save, a rate to scale against); bench-data has none.
 void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_required, bool with_model) {
-  auto* opt = cmd.add_option("--config,-c", req.config, "profile YAML file");
+  auto* opt = cmd.add_option("--config,-c", req.configs,
+                             "profile YAML file; several: each in fresh processes, interleaved process by process");
   if (config_required) opt->required();
+  cmd.add_option("--processes", req.processes,
+                 "measure in N fresh processes, pooled into one report (default: the profile's measure.processes)")
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--set", req.sets, "override a key: key.path=value (repeatable)");
   cmd.add_option("--out,-o", req.out, "report path (overrides report.path)");
   cmd.add_flag("--quiet,-q", req.quiet, quiet_help);
@@ -67,12 +73,14 @@ int main(int argc, char** argv) {
   run_request run_req;
   auto* run = app.add_subcommand("run", "run a profile and write a report");
   add_run_options(*run, run_req, true, true);
-  // The ladder's own: each round of a rung is a fresh `run` that pools its windows here.
+  // The processes' own (run --processes, a ladder's rounds): each is a fresh `run` that pools
+  // its windows with the earlier processes of its profile here.
   run->add_option("--pool-state", run_req.pool_state, "")->group("");
 
   run_request data_req;
   auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
   add_run_options(*bench_data, data_req, true, false);
+  bench_data->add_option("--pool-state", data_req.pool_state, "")->group("");
 
   bottleneck_request neck;
   auto* bottleneck =
@@ -91,10 +99,11 @@ int main(int argc, char** argv) {
   auto* validate = app.add_subcommand("validate", "check profiles; one line per error");
   validate->add_option("files", validate_files, "profile files")->required();
 
-  run_request show_req;
+  std::string show_config;
+  std::vector<std::string> show_sets;
   auto* show = app.add_subcommand("show", "print the fully resolved profile as YAML");
-  show->add_option("--config,-c", show_req.config, "profile YAML file")->required();
-  show->add_option("--set", show_req.sets, "override a key: key.path=value (repeatable)");
+  show->add_option("--config,-c", show_config, "profile YAML file")->required();
+  show->add_option("--set", show_sets, "override a key: key.path=value (repeatable)");
 
   make_dataset_request ds;
   auto* make_ds = app.add_subcommand("make-dataset", "write a generated dataset in a real dataset's file layout");
@@ -114,10 +123,16 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand("compare", "compare two reports or folders of reports; exit 1 on a regression");
   compare->add_option("base", cmp.base, "baseline report file or folder")->required();
   compare->add_option("candidate", cmp.candidate, "candidate report file or folder")->required();
-  compare->add_option("--threshold", cmp.threshold_pct, "smallest change in percent that counts (default 3)");
-  compare->add_option("--alpha", cmp.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
-  compare->add_flag("!--no-family-correction", cmp.family_correction,
+  compare->add_option("--threshold", cmp.options.threshold_pct, "smallest change in percent that counts (default 3)");
+  compare->add_option("--alpha", cmp.options.alpha, "significance level of the Mann-Whitney U test (default 0.05)");
+  compare->add_flag("!--no-family-correction", cmp.options.family_correction,
                     "test each profile at alpha on its own (default: Holm's correction across the profiles)");
+  compare
+      ->add_option("--level", cmp.options.level,
+                   "unit of evidence: process (each process's median window; default) or window (every window "
+                   "independent: only for windows measured in one process)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, evidence_level>{{"process", evidence_level::process},
+                                                                                {"window", evidence_level::window}}));
   compare->add_option("--format", cmp.format, "text | markdown | json")
       ->check(CLI::IsMember({"text", "markdown", "json"}));
 
@@ -127,14 +142,22 @@ int main(int argc, char** argv) {
   ladder->add_option("--out,-o", lad.out,
                      "folder for reports, ladder.md and ladder.svg (default reports/<the profiles' folder name>)");
   ladder->add_option("--set", lad.sets, "override a key in every rung: key.path=value (repeatable)");
-  ladder->add_option("--rounds", lad.rounds,
-                     "rounds of every rung, each rung a fresh process per round, interleaved (default 3)");
+  ladder->add_option("--rounds,--processes", lad.rounds,
+                     "fresh processes of every rung, interleaved round by round (default 5: 5 against 5 processes "
+                     "can reach p = 0.008)");
   ladder->add_flag("--shuffle", lad.shuffle, "a new random order of the rungs in every round (random interleaving)");
   ladder->add_option("--shuffle-seed", lad.shuffle_seed, "seed of --shuffle's orders (default 1)");
   ladder->add_option("--reference", lad.reference,
                      "rung samples/s to mark beside the bars of ladder.svg, one 'rung value' a line (default: the "
                      "numbers the profiles' header comments give)");
   ladder->add_flag("--quiet,-q", lad.quiet, quiet_help);
+
+  plan_request pl;
+  auto* plan = app.add_subcommand("plan", "how many processes and windows a time budget should buy, from a report");
+  plan->add_option("report", pl.report, "a report of two or more fresh processes (run --processes N)")->required();
+  plan->add_option("--budget", pl.budget, "time for one side of a comparison: 90s, 10m, 1.5h (default 10m)");
+  plan->add_option("--alpha", pl.alpha, "significance level the process-level test must reach (default 0.05)");
+  plan->add_option("--format", pl.format, "text | json")->check(CLI::IsMember({"text", "json"}));
 
   timeline_request tl;
   auto* timeline = app.add_subcommand("timeline", "draw a few batches of a --trace file as a Gantt chart (SVG)");
@@ -181,16 +204,17 @@ int main(int argc, char** argv) {
       return bottleneck_command(neck);
     }
     if (*validate) return validate_command(validate_files);
-    if (*show) return show_command(show_req.config, show_req.sets);
+    if (*show) return show_command(show_config, show_sets);
     if (*make_ds) return make_dataset_command(ds);
     if (*compare) return compare_command(cmp);
+    if (*plan) return plan_command(pl);
     if (*timeline) return timeline_command(tl);
     if (*logits) return logits_command(logits_req);
     if (*ladder) {
       lad.command_line = command_line;
       return ladder_command(lad);
     }
-    if (!top.config.empty()) {
+    if (!top.configs.empty()) {
       top.command_line = command_line;
       return run_command(top);
     }

@@ -59,7 +59,7 @@ TEST_CASE("bench-data on an image folder: samples/s and where the workers' time 
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(r.output.find("per image: read") != std::string::npos);
-  const auto j = tbtest::read_json(dir / "folder.json");
+  const auto j = tbtest::read_json(dir / "folder.bench-data.json");
   CHECK(tbtest::schema_errors(j).empty());
   CHECK(j["context"]["data_generated"] == true);
   CHECK(j["effective"]["decode"] == "host");
@@ -92,7 +92,7 @@ TEST_CASE("a bad JPEG mid-run: error exits 2 naming the file, skip counts it in 
   INFO(r.output);
   CHECK(r.code == 2);
   CHECK(r.output.find(bad.string() + ": truncated JPEG") != std::string::npos);
-  const auto failed = tbtest::read_json(dir / "folder.json");
+  const auto failed = tbtest::read_json(dir / "folder.bench-data.json");
   CHECK(failed["status"] == "error");
   CHECK(failed["error"]["kind"] == "bad_input");
 
@@ -102,7 +102,7 @@ TEST_CASE("a bad JPEG mid-run: error exits 2 naming the file, skip counts it in 
   REQUIRE(r.code == 0);
   CHECK(r.output.find("skipped " + bad.string()) != std::string::npos);
   CHECK(r.output.find("1 bad file") != std::string::npos);
-  const auto j = tbtest::read_json(dir / "folder.json");
+  const auto j = tbtest::read_json(dir / "folder.bench-data.json");
   REQUIRE(j["results"]["loader"]["skipped_files"].size() == 1);
   CHECK(j["results"]["loader"]["skipped_files"][0]["path"] == bad.string());
   CHECK(j["results"]["loader"]["replaced_samples"].get<int>() >= 1);
@@ -114,7 +114,7 @@ TEST_CASE("data.decode: device without a GPU falls back to the host, said as ine
   auto r = tbtest::run_cli("bench-data --config '" + profile + "' --set data.decode=device");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  const auto j = tbtest::read_json(dir / "folder.json");
+  const auto j = tbtest::read_json(dir / "folder.bench-data.json");
   CHECK(j["effective"]["decode"] == "host");
   bool noted = false;
   for (const auto& n : j["effective"]["notes"])

@@ -99,7 +99,7 @@ TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_
     const auto f = tbtest::check_trace(tbtest::read_json(trace));
     INFO(errors_of(f));
     CHECK(f.errors.empty());  // phases within their fill, stages within their batch
-    check_totals(tbtest::read_json(dir / "folder.json"), f);
+    check_totals(tbtest::read_json(dir / "folder.bench-data.json"), f);
     CHECK(f.worker_lanes == workers);
     for (const char* phase : {"read", "decode", "crop_resize"})
       CHECK((f.load_spans.count(phase) ? f.load_spans.at(phase) : 0) >=

@@ -103,7 +103,7 @@ TEST_CASE("noisy or too few windows give no verdict, and a loop above its ceilin
   const auto few = judge_bottleneck(windows({80, 81, 79}, {100, 101, 99}), profile{}, 3.0, 0.05);
   CHECK(few.result == bound::ambiguous);
   CHECK(few.explanation.find("too few windows") != std::string::npos);
-  CHECK(few.row.windows_to_decide == std::size_t{4});
+  CHECK(few.row.to_decide == std::size_t{4});
   CHECK(judge_bottleneck(windows(scaled(steady, 1.2), steady), profile{}, 3.0, 0.05).result == bound::unexpected);
 }
 
@@ -114,5 +114,5 @@ TEST_CASE("COMPUTE-BOUND only when the gap's interval lies within the threshold"
                                   profile{}, 3.0, 0.05);
   CHECK(f.result == bound::ambiguous);
   CHECK(f.explanation.find("[-7.0%, +0.2%] reaches beyond ±3%") != std::string::npos);
-  CHECK(f.row.windows_to_decide);
+  CHECK(f.row.to_decide);
 }

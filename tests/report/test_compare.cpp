@@ -39,10 +39,13 @@ TEST_CASE("Mann-Whitney U with ties, small samples: exact over the arrangements 
 }
 
 namespace {
+// Each rate is one process's (its only window), so the rates are what a process-level test ranks.
 json fake_report(const std::string& name, const std::string& hash, const std::vector<double>& rates,
                  const std::string& gpu = "none") {
   json reps = json::array();
-  for (double r : rates) reps.push_back({{"samples", 100}, {"elapsed_s", 100.0 / r}, {"samples_per_s", r}});
+  int process = 0;
+  for (double r : rates)
+    reps.push_back({{"samples", 100}, {"elapsed_s", 100.0 / r}, {"samples_per_s", r}, {"process", process++}});
   return {{"schema_version", 1},
           {"status", "ok"},
           {"profile", {{"name", name}, {"hash", hash}, {"workload_hash", "w-" + name}}},
@@ -52,19 +55,34 @@ json fake_report(const std::string& name, const std::string& hash, const std::ve
             {"build_type", "Release"}}},
           {"results", {{"repeats", reps}}}};
 }
+// The same rates as windows of one process.
+json one_process(json report) {
+  for (auto& w : report["results"]["repeats"]) w["process"] = 0;
+  return report;
+}
+
+compare_options options(double threshold, double alpha, bool family = true,
+                        evidence_level level = evidence_level::process) {
+  compare_options o;
+  o.threshold_pct = threshold;
+  o.alpha = alpha;
+  o.family_correction = family;
+  o.level = level;
+  return o;
+}
 }  // namespace
 
 TEST_CASE("verdicts on constructed reports") {
   const std::vector<double> base{100, 101, 99, 100.5, 99.5, 100.2, 99.8};
   SECTION("A/A is SAME") {
-    auto c = compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", base)}, 3, 0.05);
+    auto c = compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", base)}, options(3, 0.05));
     REQUIRE(c.rows.size() == 1);
     CHECK(c.rows[0].result == verdict::same);
   }
   SECTION("10% slower with low noise is SLOWER") {
     std::vector<double> slow;
     for (double v : base) slow.push_back(v * 0.9);
-    auto c = compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", slow)}, 3, 0.05);
+    auto c = compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", slow)}, options(3, 0.05));
     CHECK(c.rows[0].result == verdict::slower);
     CHECK(c.rows[0].change_pct == Approx(-10).margin(0.5));
     CHECK(*c.geomean_ratio == Approx(0.9).margin(0.01));
@@ -72,21 +90,24 @@ TEST_CASE("verdicts on constructed reports") {
   SECTION("10% faster is FASTER") {
     std::vector<double> fast;
     for (double v : base) fast.push_back(v * 1.1);
-    CHECK(compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", fast)}, 3, 0.05).rows[0].result ==
-          verdict::faster);
+    CHECK(compare_reports({fake_report("a", "h", base)}, {fake_report("a", "h", fast)}, options(3, 0.05))
+              .rows[0]
+              .result == verdict::faster);
   }
   SECTION("a noisy small change is AMBIGUOUS") {
     const std::vector<double> noisy_a{80, 120, 95, 105, 130, 70, 100};
     const std::vector<double> noisy_b{78, 118, 93, 103, 128, 68, 98};
-    auto c = compare_reports({fake_report("a", "h", noisy_a)}, {fake_report("a", "h", noisy_b)}, 3, 0.05);
+    auto c = compare_reports({fake_report("a", "h", noisy_a)}, {fake_report("a", "h", noisy_b)}, options(3, 0.05));
     CHECK(c.rows[0].result == verdict::ambiguous);
     CHECK(c.rows[0].reason.find("reaches beyond ±3%") != std::string::npos);
-    CHECK(c.rows[0].reason.find("noise cv") != std::string::npos);
+    CHECK(c.rows[0].reason.find("process medians' cv") != std::string::npos);
   }
-  SECTION("too few windows is AMBIGUOUS and says so") {
-    auto c = compare_reports({fake_report("a", "h", {100, 101, 99})}, {fake_report("a", "h", {50, 51, 49})}, 3, 0.05);
+  SECTION("too few processes is AMBIGUOUS and says so") {
+    auto c = compare_reports({fake_report("a", "h", {100, 101, 99})}, {fake_report("a", "h", {50, 51, 49})},
+                             options(3, 0.05));
     CHECK(c.rows[0].result == verdict::ambiguous);
-    CHECK(c.rows[0].reason.find("too few windows") != std::string::npos);
+    CHECK(c.rows[0].reason.find("too few processes (3 vs 3)") != std::string::npos);
+    CHECK(c.rows[0].to_decide == std::size_t{4});
   }
 }
 
@@ -95,7 +116,7 @@ TEST_CASE("matching by hash, by name with a warning, and rows on one side only")
   std::vector<json> base{fake_report("a", "h1", r), fake_report("b", "h2", r), fake_report("only-base", "h3", r)};
   std::vector<json> cand{fake_report("b", "h2", r), fake_report("a", "h1-changed-counts", r),
                          fake_report("only-cand", "h4", r, "H200")};
-  auto c = compare_reports(base, cand, 3, 0.05);
+  auto c = compare_reports(base, cand, options(3, 0.05));
   REQUIRE(c.rows.size() == 2);
   CHECK(c.rows[0].name == "a");
   CHECK(c.rows[0].match == "name");
@@ -168,12 +189,12 @@ TEST_CASE("a partial run is compared on the windows it finished, with a warning 
   json cut = fake_report("a", "h", {100, 101, 99, 100.5});
   cut["status"] = "interrupted";
   cut["measure"] = {{"repeats", 5}};
-  const auto c = compare_reports({fake_report("a", "h", r)}, {cut}, 3, 0.05);
+  const auto c = compare_reports({fake_report("a", "h", r)}, {cut}, options(3, 0.05));
   REQUIRE(c.rows.size() == 1);
   CHECK(c.rows[0].candidate.size() == 4);
   REQUIRE(c.warnings.size() == 1);
   CHECK(c.warnings[0].find("candidate run ended with status 'interrupted' after 4 of 5 windows") != std::string::npos);
-  CHECK(compare_reports({fake_report("a", "h", r)}, {fake_report("a", "h", r)}, 3, 0.05).warnings.empty());
+  CHECK(compare_reports({fake_report("a", "h", r)}, {fake_report("a", "h", r)}, options(3, 0.05)).warnings.empty());
 }
 
 namespace {
@@ -197,7 +218,7 @@ TEST_CASE("Holm's correction across profiles: raw and adjusted p per row, --no-f
     b.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), base));
     c.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), times(base, 0.95)));
   }
-  auto three = compare_reports(b, c, 3, 0.05);
+  auto three = compare_reports(b, c, options(3, 0.05));
   REQUIRE(three.rows.size() == 3);
   for (const auto& r : three.rows) {
     CHECK(r.result == verdict::slower);
@@ -209,16 +230,16 @@ TEST_CASE("Holm's correction across profiles: raw and adjusted p per row, --no-f
     b.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), base));
     c.push_back(fake_report("p" + std::to_string(i), "h" + std::to_string(i), times(base, 0.95)));
   }
-  const auto eight = compare_reports(b, c, 3, 0.05);
+  const auto eight = compare_reports(b, c, options(3, 0.05));
   for (const auto& r : eight.rows) {
     CHECK(r.result == verdict::ambiguous);
     CHECK(r.reason.find("after Holm's correction over 8 profiles") != std::string::npos);
   }
   bool warned = false;
   for (const auto& w : eight.warnings)
-    warned = warned || w.find("6 windows per side can reach p = 0.00216") != std::string::npos;
+    warned = warned || w.find("6 processes per side can reach p = 0.00216") != std::string::npos;
   CHECK(warned);
-  const auto alone = compare_reports(b, c, 3, 0.05, false);
+  const auto alone = compare_reports(b, c, options(3, 0.05, false));
   for (const auto& r : alone.rows) {
     CHECK(r.result == verdict::slower);
     CHECK(r.p_adjusted == r.test.p);
@@ -286,7 +307,7 @@ TEST_CASE("compare of bottleneck folders skips bottleneck.json, and the Markdown
   CHECK(out.code == 1);  // the loop got 20% slower
   CHECK(out.output.find("skipped, not a run report: ") != std::string::npos);
   CHECK(out.output.find("bottleneck.json") != std::string::npos);
-  // Every table row has exactly the header's 9 unescaped bars.
+  // Every table row has exactly the header's 10 unescaped bars.
   std::istringstream lines(out.output);
   std::string line;
   int rows = 0;
@@ -294,7 +315,7 @@ TEST_CASE("compare of bottleneck folders skips bottleneck.json, and the Markdown
     if (line.rfind("| p", 0) != 0 && line.rfind("| loop", 0) != 0) continue;
     int bars = 0;
     for (std::size_t i = 0; i < line.size(); ++i) bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
-    CHECK(bars == 9);
+    CHECK(bars == 10);
     ++rows;
   }
   CHECK(rows == 3);  // header, loop|a, p-ceiling
@@ -325,4 +346,88 @@ TEST_CASE("compare fails the gate when a candidate run measured no window, whate
   INFO(alone.output);
   CHECK(alone.code == 1);
   CHECK(alone.output.find("the candidate run of 'b' measured no window") != std::string::npos);
+}
+
+TEST_CASE("one process of many windows is one observation: the process level never decides on it") {
+  // Seven windows of one process per side, 20% apart: the window-level test calls it SLOWER, but
+  // those windows share their process's luck, so at the process level it is 1 against 1.
+  const std::vector<double> base{100, 101, 99, 100.5, 99.5, 100.2, 99.8};
+  std::vector<double> slow;
+  for (double v : base) slow.push_back(v * 0.8);
+  const auto c = compare_reports({one_process(fake_report("a", "h", base))}, {one_process(fake_report("a", "h", slow))},
+                                 options(3, 0.05));
+  REQUIRE(c.rows.size() == 1);
+  CHECK(c.rows[0].level == evidence_level::process);
+  CHECK(c.rows[0].result == verdict::ambiguous);
+  CHECK(c.rows[0].reason.find("too few processes (1 vs 1)") != std::string::npos);
+  CHECK(c.rows[0].reason.find("share their process's luck") != std::string::npos);
+  CHECK(c.rows[0].to_decide == std::size_t{4});
+  // The window level, asked for, tests the windows and says what it assumes.
+  const auto w = compare_reports({one_process(fake_report("a", "h", base))}, {one_process(fake_report("a", "h", slow))},
+                                 options(3, 0.05, true, evidence_level::window));
+  CHECK(w.rows[0].result == verdict::slower);
+  const json j = json::parse(format_comparison(w, "json"));
+  CHECK(j["level"] == "window");
+  CHECK(j["assumes"].get<std::string>().find("only for windows of one process") != std::string::npos);
+  CHECK(j["rows"][0]["base_processes"] == 1);
+  CHECK(j["rows"][0]["base_windows"] == 7);
+}
+
+TEST_CASE("a process is ranked by its median window, and reports of one profile on a side pool as processes") {
+  // Five one-process reports per side, each of three windows; one wild window per process moves
+  // its mean but not its median.
+  std::vector<json> base, cand;
+  for (int i = 0; i < 5; ++i) {
+    const double b = 100 + 0.2 * i, c = 90 + 0.2 * i;
+    base.push_back(one_process(fake_report("a", "h", {b, b + 0.1, b + 50})));
+    cand.push_back(one_process(fake_report("a", "h", {c, c + 0.1, c - 50})));
+  }
+  const auto c = compare_reports(base, cand, options(3, 0.05));
+  REQUIRE(c.rows.size() == 1);
+  const pair_row& r = c.rows[0];
+  CHECK(r.base_units.size() == 5);
+  CHECK(r.candidate_units.size() == 5);
+  CHECK(r.base_units[0] == Approx(100.1));
+  CHECK(r.result == verdict::slower);
+  CHECK(r.test.p == Approx(2.0 / 252));
+  bool pooled = false;
+  for (const auto& w : c.warnings)
+    pooled = pooled || w.find("5 base reports of this profile pooled (5 processes)") != std::string::npos;
+  CHECK(pooled);
+}
+
+TEST_CASE("compare matches what was measured and the world size, not only the profile") {
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  json run = fake_report("a", "h", r);
+  json data = fake_report("a", "h", times(r, 20));
+  data["measurement"] = "bench-data";
+  json two = fake_report("a", "h", times(r, 2));
+  two["results"]["distributed"] = {{"world_size", 2}};
+  // A bench-data report never stands in for a training run, nor 2 ranks for 1.
+  for (const json& other : {data, two}) {
+    const auto c = compare_reports({run}, {other}, options(3, 0.05));
+    CHECK(c.rows.empty());
+    REQUIRE(c.unmatched.size() == 1);
+    CHECK(c.unmatched[0].differences.front().find(other == data ? "measured: run vs bench-data"
+                                                                : "world size: 1 vs 2") != std::string::npos);
+  }
+  // Reports from before the field: one without a model was bench-data.
+  json old = fake_report("a", "h", r);
+  old["model"] = {{"parameters", 0}};
+  CHECK(measurement_of(old) == "bench-data");
+  CHECK(measurement_of(fake_report("a", "h", r)) == "run");
+  CHECK(compare_reports({data}, {old}, options(3, 0.05)).rows.size() == 1);
+}
+
+TEST_CASE("reports from before processes load: without process ids a report is one process") {
+  json old = fake_report("a", "h", {100, 101, 99, 100.5, 99.5});
+  for (auto& w : old["results"]["repeats"]) w.erase("process");
+  const auto c = compare_reports({old}, {old}, options(3, 0.05));
+  REQUIRE(c.rows.size() == 1);
+  CHECK(c.rows[0].base_units.size() == 1);
+  CHECK(c.rows[0].result == verdict::ambiguous);
+  CHECK(c.rows[0].reason.find("too few processes (1 vs 1)") != std::string::npos);
+  // Two such reports of the profile on a side are two processes.
+  const auto two = compare_reports({old, old}, {old, old}, options(3, 0.05));
+  CHECK(two.rows[0].base_units.size() == 2);
 }

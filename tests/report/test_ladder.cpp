@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "helpers.hpp"
 #include "trainbench/report/compare.hpp"
@@ -55,10 +56,10 @@ std::string row_of(const std::string& md, const std::string& rung) {
 }  // namespace
 
 TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
-  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, "", {}, {}, {}, false},
-                                 {"01-workers", "8 workers", 150.0, "", {}, {}, {}, false},
-                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory", {}, {}, {}, false},
-                                 {"03-amp", "fp16 | autocast", 300.0, "", {}, {}, {}, false}};
+  std::vector<ladder_rung> rungs{{"00-baseline", "workers 0", 100.0, "", {}, {}, {}, false, {}},
+                                 {"01-workers", "8 workers", 150.0, "", {}, {}, {}, false, {}},
+                                 {"02-oom", "batch 4096", std::nullopt, "CUDA out of memory", {}, {}, {}, false, {}},
+                                 {"03-amp", "fp16 | autocast", 300.0, "", {}, {}, {}, false, {}}};
   const std::string md = ladder_markdown(rungs);
   CHECK(md.find("| 01-workers | 8 workers | 150.0 | +50.0% | +50.0% |") != std::string::npos);
   CHECK(md.find("failed: CUDA out of memory") != std::string::npos);
@@ -68,11 +69,15 @@ TEST_CASE("ladder table: change over previous and first, failed rungs shown") {
   CHECK(bars == 4);
 }
 
-TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have the windows for one") {
-  ladder_rung a{"00-baseline", "base", 100.0, "", {99, 100, 101, 100.5, 99.5}, {}, {}, false};
-  ladder_rung b{"01-workers", "8 workers", 150.0, "", {149, 150, 151, 150.5, 149.5}, {}, {}, false};
-  ladder_rung c{"02-pin", "pinned", 151.0, "", {151, 152}, {}, {}, false};  // 5 vs 2: P(U = 0) = 1/21, no 95% interval
-  const std::string md = ladder_markdown({a, b, c});
+TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have the processes for one") {
+  // One window per process: the windows are the process medians the step's test ranks.
+  ladder_rung a{"00-baseline", "base", 100.0, "", {99, 100, 101, 100.5, 99.5}, {}, {}, false, {0, 1, 2, 3, 4}};
+  ladder_rung b{"01-workers", "8 workers", 150.0, "", {149, 150, 151, 150.5, 149.5}, {}, {}, false, {0, 1, 2, 3, 4}};
+  ladder_rung c{"02-pin", "pinned", 151.0, "", {151, 152}, {}, {}, false, {0, 1}};  // 5 vs 2: P(U = 0) = 1/21
+  // Five windows of one process against five of another: one observation each, never decided.
+  ladder_rung d{"03-one", "one process", 160.0, "", {159, 160, 161, 160.5, 159.5}, {}, {}, false, {0, 0, 0, 0, 0}};
+  ladder_rung e{"04-one", "one process", 200.0, "", {199, 200, 201, 200.5, 199.5}, {}, {}, false, {0, 0, 0, 0, 0}};
+  const std::string md = ladder_markdown({a, b, c, d, e});
   const auto row = [&](const std::string& rung) {
     const auto at = md.find("| " + rung + " |");
     return md.substr(at, md.find('\n', at) - at);
@@ -83,12 +88,14 @@ TEST_CASE("a step up the ladder carries its 95% interval when the two rungs have
   CHECK(row("01-workers").find("%, +51.") != std::string::npos);
   CHECK(row("01-workers").find("] FASTER") != std::string::npos);  // compare's verdict at 3%, alpha 0.05
   CHECK(row("02-pin").find("[") == std::string::npos);
+  CHECK(row("02-pin").find("AMBIGUOUS (5 vs 2 processes)") != std::string::npos);
+  CHECK(row("04-one").find("+25.0% AMBIGUOUS (1 vs 1 processes)") != std::string::npos);
 }
 
 TEST_CASE("noisy rungs are flagged at cv 10% and 25%, and rungs whose switches did nothing are marked") {
-  ladder_rung quiet{"00-base", "base", 100.0, "", {99, 100, 101}, {}, {}, false};
-  ladder_rung noisy{"01-noisy", "noisy", 100.0, "", {85, 100, 115}, {}, {}, false};  // cv 15%
-  ladder_rung wild{"02-wild", "wild", 66.0, "", {296, 7, 66}, {}, {}, false};        // cv 124%
+  ladder_rung quiet{"00-base", "base", 100.0, "", {99, 100, 101}, {}, {}, false, {}};
+  ladder_rung noisy{"01-noisy", "noisy", 100.0, "", {85, 100, 115}, {}, {}, false, {}};  // cv 15%
+  ladder_rung wild{"02-wild", "wild", 66.0, "", {296, 7, 66}, {}, {}, false, {}};        // cv 124%
   ladder_rung graph{"03-graph",
                     "CUDA graph",
                     100.0,
@@ -96,7 +103,8 @@ TEST_CASE("noisy rungs are flagged at cv 10% and 25%, and rungs whose switches d
                     {100, 100, 100},
                     {"on the CPU (no CUDA device here)"},
                     {"backend.cuda_graph: requested but ineffective: the device is cpu"},
-                    true};
+                    true,
+                    {}};
   const std::string md = ladder_markdown({quiet, noisy, wild, graph});
   INFO(md);
   CHECK(row_of(md, "00-base").find("cv") == std::string::npos);
@@ -112,7 +120,7 @@ TEST_CASE("noisy rungs are flagged at cv 10% and 25%, and rungs whose switches d
 }
 
 TEST_CASE("the chart is wide enough for its longest labels") {
-  ladder_rung top{"07-stream-overlap-with-a-long-name", "x", 31730.4, "", {}, {}, {}, false};
+  ladder_rung top{"07-stream-overlap-with-a-long-name", "x", 31730.4, "", {}, {}, {}, false, {}};
   const std::string svg = ladder_svg({top}, "trainbench ladder");
   auto number_after = [&](const std::string& what, std::size_t from = 0) {
     return std::stoi(svg.substr(svg.find(what, from) + what.size()));
@@ -159,7 +167,7 @@ TEST_CASE("ladder runs the CPU profiles in natural order, in rounds of fresh pro
   CHECK(md.find("train.batch_size 32 -> 4") != std::string::npos);
   // ... and so the rung is a rerun of the one before, which the table says.
   CHECK(md.find("**no effect here**: the same work as 00-baseline once --set is applied") != std::string::npos);
-  CHECK(md.find("1 round(s), each round a fresh process") != std::string::npos);
+  CHECK(md.find("Each rung ran in 1 fresh process, the rungs in the order listed") != std::string::npos);
   CHECK(r.output.find("ladder.md") != std::string::npos);    // -q still says where the results are
   CHECK(r.output.find("vs previous") == std::string::npos);  // but not the table
 }
@@ -182,22 +190,28 @@ TEST_CASE("the same profile twice in one ladder is SAME, never FASTER or SLOWER"
                                  " --set measure.min_window_s=0.05");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto windows = [&](const char* rung) {
-    std::vector<double> out;
-    const auto report = tbtest::read_json(dir / "out" / rung);
-    for (const auto& w : report["results"]["repeats"]) out.push_back(w["samples_per_s"].get<double>());
-    return out;
-  };
   pair_row row;
-  row.base = windows("1-first.json");
-  row.candidate = windows("2-again.json");
+  for (auto [rung, windows, processes] : {std::tuple{"1-first.json", &row.base, &row.base_process},
+                                          std::tuple{"2-again.json", &row.candidate, &row.candidate_process}}) {
+    const auto report = tbtest::read_json(dir / "out" / rung);
+    for (const auto& w : report["results"]["repeats"]) {
+      windows->push_back(w["samples_per_s"].get<double>());
+      processes->push_back(w["process"].get<int>());
+    }
+    CHECK(report["results"]["processes"]["count"] == 8);
+    CHECK(report["measure"]["processes"] == 8);
+  }
   REQUIRE(row.base.size() == 8);
   REQUIRE(row.candidate.size() == 8);
   const pair_row judged = judge(row, 10.0, 0.001);
   INFO(judged.reason);
+  CHECK(judged.base_units.size() == 8);  // eight processes a side, each one observation
   CHECK(judged.result != verdict::faster);
   CHECK(judged.result != verdict::slower);
-  CHECK(read(dir / "out/ladder.md").find("**no effect here**: the same work as 1-first |") != std::string::npos);
+  const std::string md = read(dir / "out/ladder.md");
+  CHECK(md.find("**no effect here**: the same work as 1-first |") != std::string::npos);
+  // The table's step compares the same eight process medians a side (8 against 8 has a 95% interval).
+  CHECK(row_of(md, "2-again").find("% [") != std::string::npos);
 }
 
 TEST_CASE("without --out a ladder writes to reports/<the profiles' folder>, so ladders keep their results") {
@@ -280,10 +294,10 @@ TEST_CASE("a failing rung is shown as failed with its reason and the ladder carr
 }
 
 TEST_CASE("ladder.svg: each rung's median with its IQR whisker, the speed-up over the first, reference markers") {
-  const std::vector<ladder_rung> rungs{{"00-baseline", "base", 100.0, "", {90, 95, 100, 105, 110}, {}, {}, false},
-                                       {"01-workers", "workers", 250.0, "", {240, 250, 260}, {}, {}, false},
-                                       {"02-oom", "huge", std::nullopt, "out of memory", {}, {}, {}, false},
-                                       {"03-amp", "amp", 300.0, "", {300}, {}, {}, false}};
+  const std::vector<ladder_rung> rungs{{"00-baseline", "base", 100.0, "", {90, 95, 100, 105, 110}, {}, {}, false, {}},
+                                       {"01-workers", "workers", 250.0, "", {240, 250, 260}, {}, {}, false, {}},
+                                       {"02-oom", "huge", std::nullopt, "out of memory", {}, {}, {}, false, {}},
+                                       {"03-amp", "amp", 300.0, "", {300}, {}, {}, false, {}}};
   const ladder_reference reference{{"00-baseline", 542.7}, {"01-workers", 797.8}, {"09-other", 1.0}};
   const std::string svg = ladder_svg(rungs, "t", reference, "ref.txt");
   INFO(svg);
@@ -359,4 +373,46 @@ TEST_CASE("a misspelt --set or a broken profile stops the ladder before any rung
   CHECK(tbtest::read_json(dir / "out/01-ok.json").value("earlier", false));
   CHECK_FALSE(std::filesystem::exists(dir / "out/ladder.md"));
   CHECK_FALSE(std::filesystem::exists(dir / "out/rounds"));
+}
+
+TEST_CASE("a rung whose process dies by a signal in a later round reads as failed, naming the signal") {
+  // The second process of 02-dies is killed as it starts (a preloaded test library: its state
+  // file exists from the first round), as the OOM killer would: it writes no report. Before, the
+  // first round's report stood as a result with fewer rounds.
+  const auto dir = tbtest::scratch("ladder-signal");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "rungs/01-lives.yaml", "extends: ../tiny.yaml\nname: lives\n");
+  tbtest::write_text(dir / "rungs/02-dies.yaml", "extends: ../tiny.yaml\nname: dies\n");
+  const auto out = dir / "out";
+  const auto preload = [](const std::filesystem::path& trigger) {
+    return "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" LD_PRELOAD='" +
+           std::string(TRAINBENCH_DIE_WHEN_EXISTS) + "' TB_TEST_DIE_WHEN_EXISTS='" + trigger.string() + "' ";
+  };
+  const auto r =
+      tbtest::run_shell(preload(out / "rounds/02-dies.json") + "\"$TB\" ladder '" + (dir / "rungs").string() +
+                        "' --out '" + out.string() + "' --rounds 3 --quiet --set measure.repeats=2");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  const auto dies = tbtest::read_json(out / "02-dies.json");
+  CHECK(dies["status"] == "error");
+  CHECK(dies["error"]["kind"] == "crashed");
+  const std::string message = dies["error"]["message"];
+  CHECK(message.find("process 2 of 3 was killed by signal 9") != std::string::npos);
+  CHECK(message.find("holds the 1 process(es) before it") != std::string::npos);
+  CHECK(tbtest::schema_errors(dies).empty());
+  const auto lives = tbtest::read_json(out / "01-lives.json");
+  CHECK(lives["status"] == "ok");
+  CHECK(lives["results"]["processes"]["count"] == 3);
+  const std::string md = read(out / "ladder.md");
+  CHECK(row_of(md, "02-dies").find("failed: process 2 of 3 was killed by signal 9") != std::string::npos);
+  CHECK(read(out / "ladder.svg").find("class=\"bar failed\"") != std::string::npos);
+
+  // run --processes is the same mechanism: the report says the process died.
+  const auto alone = tbtest::run_shell(
+      preload(out / "processes/02-dies.json") + "\"$TB\" run -c '" + (dir / "rungs/02-dies.yaml").string() +
+      "' --processes 2 --quiet --set measure.repeats=2 --out '" + (out / "02-dies.json").string() + "'");
+  INFO(alone.output);
+  CHECK(alone.code == 1);
+  CHECK(alone.output.find("process 2 of 2 was killed by signal 9") != std::string::npos);
+  CHECK(tbtest::read_json(out / "02-dies.json")["error"]["kind"] == "crashed");
 }

@@ -23,6 +23,7 @@ run_result round_of(double rate, double stage_s, std::int64_t rss, std::int64_t 
   r.window_batches = 2;
   r.memory.host_peak_rss_bytes = rss;
   r.stopped_by = "repeats";
+  r.processes = {{rate / 100, 0.5, rate / 1000}};
   return r;
 }
 
@@ -49,6 +50,9 @@ TEST_CASE("a round's result survives the state file exactly") {
   CHECK(back.dist->ranks[0].allreduce_s_median == std::optional<double>(0.001));
   CHECK_FALSE(back.dist->ranks[1].allreduce_s_median);
   CHECK(back.telemetry.power_w_mean == std::optional<double>(123.25));
+  REQUIRE(back.processes.size() == 1);
+  CHECK(back.processes[0].to_first_window_s == r.processes[0].to_first_window_s);
+  CHECK(back.processes[0].warmup_s == r.processes[0].warmup_s);
 }
 
 TEST_CASE("rounds pool into one result: windows in order, loss first to last, peaks the largest") {
@@ -70,6 +74,20 @@ TEST_CASE("rounds pool into one result: windows in order, loss first to last, pe
   CHECK(p.memory.host_peak_rss_bytes == std::optional<std::int64_t>(3000));
   CHECK(p.warmup_batches_done == 9);
   CHECK(p.window_batches == 2);
+  // Each round is one process: its windows carry its index, its costs sit at that index.
+  for (std::size_t i = 0; i < 6; ++i) CHECK(p.windows[i].process == static_cast<int>(i / 2));
+  REQUIRE(p.processes.size() == 3);
+  CHECK(p.processes[1].to_first_window_s == std::optional<double>(2.0));
+}
+
+TEST_CASE("a round that never reached a window still counts as a process, so the pool says how many ran") {
+  run_result failed;
+  failed.processes = {process_cost{}};
+  const run_result p = pool_rounds({round_of(100, 0.01, 1000, 0), failed, round_of(300, 0.03, 2000, 0)});
+  REQUIRE(p.processes.size() == 3);
+  CHECK_FALSE(p.processes[1].to_first_window_s);
+  REQUIRE(p.windows.size() == 4);
+  CHECK(p.windows[2].process == 2);  // the third process's windows, not the second's
 }
 
 TEST_CASE("a ladder keeps the loader's windows: every round's, with the per-image phases and skipped files") {
@@ -97,7 +115,10 @@ TEST_CASE("a ladder keeps the loader's windows: every round's, with the per-imag
   CHECK(p.loader->phases);
   REQUIRE(p.loader->windows.size() == 2);
   CHECK(p.loader->windows[1].phase_s[1] == 0.05);
-  CHECK(p.loader->skipped_files.size() == 2);
+  // One bad file skipped in two processes is listed once, with the count.
+  REQUIRE(p.loader->skipped_files.size() == 1);
+  CHECK(p.loader->skipped_files[0].path == "a/b.jpg");
+  CHECK(p.loader->skipped_files[0].processes == 2);
   CHECK(p.loader->replaced_samples == 3);
 }
 

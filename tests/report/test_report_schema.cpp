@@ -105,8 +105,8 @@ TEST_CASE("compare --format json validates against schemas/compare.schema.json, 
   moved["profile"]["resolved"] = "a: 2\n";
   const auto c = trainbench::compare_reports(
       {report("same", "h1", r), report("slow", "h2", r), report("empty", "h3", {}), report("moved", "h5", r)},
-      {report("same", "h1", r), report("slow", "h2", {80, 81, 79, 80.5, 79.5}), report("empty", "h3", r), moved}, 3,
-      0.05);
+      {report("same", "h1", r), report("slow", "h2", {80, 81, 79, 80.5, 79.5}), report("empty", "h3", r), moved},
+      trainbench::compare_options{});
   REQUIRE(c.unmatched.size() == 1);
   const json out = json::parse(trainbench::format_comparison(c, "json"));
   std::vector<std::string> errors;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "helpers.hpp"
+#include "trainbench/commands/commands.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/report/verdict.hpp"
 
@@ -14,10 +15,19 @@ using namespace trainbench;
 
 namespace {
 
+// Every value its own process (one window each): the values are what the process-level test ranks.
+std::vector<int> each_its_own(std::size_t n) {
+  std::vector<int> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<int>(i);
+  return out;
+}
+
 pair_row pair_of(const std::vector<double>& base, const std::vector<double>& candidate) {
   pair_row r;
   r.base = base;
+  r.base_process = each_its_own(base.size());
   r.candidate = candidate;
+  r.candidate_process = each_its_own(candidate.size());
   return r;
 }
 
@@ -96,9 +106,9 @@ TEST_CASE(
   CHECK(r.result == verdict::ambiguous);
   CHECK(r.reason.find("[-7.0%, +0.2%] reaches beyond ±3%") != std::string::npos);
   // The estimate (-2.6%) is inside the threshold, so only a narrower interval can decide: SAME.
-  REQUIRE(r.windows_to_decide);
-  CHECK(*r.windows_to_decide > 100);
-  CHECK(r.reason.find("windows per side would likely decide it") != std::string::npos);
+  REQUIRE(r.to_decide);
+  CHECK(*r.to_decide > 100);
+  CHECK(r.reason.find("processes per side would likely decide it") != std::string::npos);
 
   // Tight windows 1% apart: the interval is inside +-3%, SAME.
   const auto same = judge(pair_of({100, 100.2, 99.8, 100.1, 99.9}, {99, 99.2, 98.8, 99.1, 98.9}), 3.0, 0.05);
@@ -108,13 +118,13 @@ TEST_CASE(
   CHECK(same.test.p < 0.05);
 }
 
-TEST_CASE("too few windows to reach alpha says how many would") {
+TEST_CASE("too few processes to reach alpha says how many would") {
   const auto r = judge(pair_of({100, 101, 99}, {50, 51, 49}), 3.0, 0.05);
   CHECK(r.result == verdict::ambiguous);
-  CHECK(r.reason.find("too few windows (3 vs 3): the smallest p they can reach is 0.1, not below 0.05") !=
+  CHECK(r.reason.find("too few processes (3 vs 3): the smallest p they can reach is 0.1, not below 0.05") !=
         std::string::npos);
   CHECK(r.reason.find("4 per side can reach p = 0.0286") != std::string::npos);
-  CHECK(r.windows_to_decide == std::size_t{4});
+  CHECK(r.to_decide == std::size_t{4});
   const auto reach = windows_to_reach(0.05);
   REQUIRE(reach);
   CHECK(reach->per_side == 4);
@@ -215,12 +225,109 @@ TEST_CASE("Monte Carlo, fixed seed: false alarms, family-wise error, power and w
   }
 }
 
-TEST_CASE("every shipped profile measures enough windows for compare to reach a verdict") {
+TEST_CASE("a ladder's default rounds reach a verdict at the process level, and every rung tells the levels apart") {
+  // 3 against 3 processes never reach p < 0.05 (the smallest p is 0.1); 5 against 5 reach 0.008.
+  const int rounds = ladder_request{}.rounds;
+  CHECK(smallest_p(rounds, rounds) < 0.01);
   for (const auto& e : std::filesystem::recursive_directory_iterator(tbtest::source_dir() / "configs")) {
     if (e.path().extension() != ".yaml") continue;
     INFO(e.path().string());
     const profile p = load_profile(e.path()).value;
-    CHECK(p.measure.repeats >= 5);
-    CHECK(smallest_p(p.measure.repeats, p.measure.repeats) < 0.01);
+    CHECK(p.measure.repeats >= 2);  // two windows per process, or the noise within a process is unknown
+  }
+}
+
+namespace {
+
+// A run of `processes` fresh processes of `windows` windows each, two levels of noise: every
+// window of a process shares that process's draw (its luck), then varies around it.
+struct two_level_run {
+  std::vector<double> windows;
+  std::vector<int> process;
+};
+
+two_level_run run_of(noise& rng, int processes, int windows, double mean, double between, double within) {
+  two_level_run out;
+  for (int p = 0; p < processes; ++p) {
+    const double luck = mean * (1.0 + between * rng.normal());
+    for (int w = 0; w < windows; ++w) {
+      out.windows.push_back(luck * (1.0 + within * rng.normal()));
+      out.process.push_back(p);
+    }
+  }
+  return out;
+}
+
+pair_row pair_of(const two_level_run& base, const two_level_run& candidate,
+                 evidence_level level = evidence_level::process) {
+  pair_row r;
+  r.base = base.windows;
+  r.base_process = base.process;
+  r.candidate = candidate.windows;
+  r.candidate_process = candidate.process;
+  r.level = level;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("two levels of noise, between-process sd 5x the within: the process level keeps every promise") {
+  // The documented CI recipe: 5 fresh processes of 5 windows per side for one profile, 6 per side
+  // for a folder of up to 22 profiles (docs/statistics.md, README). Between-process cv 5%,
+  // within 1%: the windows of one process agree closely while processes differ.
+  const double alpha = 0.05, threshold = 3.0, between = 0.05, within = 0.01;
+  noise rng(20261202);
+  SECTION("A/A: SLOWER at most alpha/2 of the time; the window level would cry wolf") {
+    const int trials = 1500;
+    int slower = 0, window_alarms = 0;
+    for (int t = 0; t < trials; ++t) {
+      const auto a = run_of(rng, 5, 5, 1000, between, within), b = run_of(rng, 5, 5, 1000, between, within);
+      const auto r = judge(pair_of(a, b), threshold, alpha);
+      slower += r.result == verdict::slower;
+      check_promises(r, threshold);
+      const auto w = judge(pair_of(a, b, evidence_level::window), threshold, alpha);
+      window_alarms += w.result == verdict::slower || w.result == verdict::faster;
+    }
+    INFO(slower << " SLOWER of " << trials << " at the process level; " << window_alarms
+                << " SLOWER or FASTER at the window level");
+    CHECK(slower <= trials * (alpha / 2 + 0.015));
+    CHECK(window_alarms > trials * 0.2);  // what the process level is for (docs/statistics.md: 39%)
+  }
+  SECTION("a 10% slowdown: SLOWER with the documented power (5 per side: 73%, 8 per side: 97%)") {
+    for (const auto& [processes, documented] : {std::pair{5, 0.73}, std::pair{8, 0.97}}) {
+      const int trials = 1000;
+      int slower = 0;
+      for (int t = 0; t < trials; ++t) {
+        const auto r = judge(
+            pair_of(run_of(rng, processes, 5, 1000, between, within), run_of(rng, processes, 5, 900, between, within)),
+            threshold, alpha);
+        slower += r.result == verdict::slower;
+        check_promises(r, threshold);
+      }
+      INFO(processes << " processes per side: " << slower << " of " << trials << " SLOWER");
+      CHECK(slower >= trials * (documented - 0.05));
+    }
+  }
+  SECTION("eight unchanged profiles, 6 processes per side: any SLOWER or FASTER at most alpha with Holm") {
+    const int trials = 400;
+    int alarms = 0;
+    for (int t = 0; t < trials; ++t) {
+      std::vector<pair_row> rows;
+      for (int k = 0; k < 8; ++k)
+        rows.push_back(measure_pair(
+            pair_of(run_of(rng, 6, 3, 1000, between, within), run_of(rng, 6, 3, 1000, between, within)), alpha));
+      std::vector<pair_row*> family;
+      for (auto& r : rows) family.push_back(&r);
+      correct_family(family);
+      bool any = false;
+      for (auto& r : rows) {
+        r = decide(r, threshold, alpha);
+        any = any || r.result == verdict::slower || r.result == verdict::faster;
+        check_promises(r, threshold);
+      }
+      alarms += any;
+    }
+    INFO(alarms << " of " << trials << " families had a SLOWER or FASTER");
+    CHECK(alarms <= trials * (alpha + 0.02));
   }
 }

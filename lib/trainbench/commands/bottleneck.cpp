@@ -147,7 +147,9 @@ int bottleneck_command(const bottleneck_request& req) {
 
   std::array<bottleneck_side, 2> sides;
   sides[0].file = "loop.json";
+  sides[0].in.measurement = "bottleneck-loop";
   sides[1].file = "ceiling.json";
+  sides[1].in.measurement = "bottleneck-ceiling";
   int code = exit_code::ok;
   prepare_side(sides[0], lp, p, req, code);
   if (sides[0].pipe) prepare_side(sides[1], lp, ceiling_profile(p, sides[0].pipe->batch_size), req, code);

@@ -7,8 +7,9 @@
 namespace trainbench {
 
 struct run_request {
-  std::string config;
+  std::vector<std::string> configs;  // several: each in fresh processes, interleaved
   std::vector<std::string> sets;
+  int processes = 0;         // fresh processes per profile; 0: the profile's measure.processes
   std::string out;           // overrides report.path
   std::string baseline;      // a world-size-1 report: scaling efficiency of a data-parallel run
   std::string save_weights;  // state dict after the run ({rank} is replaced)
@@ -50,7 +51,7 @@ struct ladder_request {
   std::vector<std::string> inputs;
   std::string out;  // default reports/<the first input's folder name>
   std::vector<std::string> sets;
-  int rounds = 3;
+  int rounds = 5;        // fresh processes per rung: 5 against 5 reach p < 0.05 at the process level
   bool shuffle = false;  // a new random rung order in every round (random interleaving)
   std::uint64_t shuffle_seed = 1;
   std::string reference;  // rung samples/s to mark in ladder.svg (else the profiles' header comments)
@@ -59,6 +60,8 @@ struct ladder_request {
 };
 
 int run_command(const run_request& request);
+// run / bench-data with several profiles or processes: each process a fresh child of this one.
+int run_processes_command(const run_request& request);
 int ladder_command(const ladder_request& request);
 int bottleneck_command(const bottleneck_request& request);
 int validate_command(const std::vector<std::string>& files);

@@ -12,6 +12,7 @@
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/progress.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/measure/variance.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
 #include "trainbench/util/torch_compat.hpp"
@@ -79,6 +80,27 @@ void print_loader(const loader_result& l) {
                 static_cast<long long>(l.replaced_samples));
 }
 
+// The noise by level beside the cv, and what each process cost before its first window.
+void print_processes(const run_result& r) {
+  std::vector<std::vector<double>> by_process(r.processes.size());
+  for (const auto& w : r.windows) {
+    if (static_cast<std::size_t>(w.process) >= by_process.size()) by_process.resize(w.process + 1);
+    by_process[static_cast<std::size_t>(w.process)].push_back(w.samples_per_s);
+  }
+  std::vector<double> startup;
+  for (const auto& c : r.processes)
+    if (c.to_first_window_s) startup.push_back(*c.to_first_window_s);
+  const variance_split split = split_variance(by_process);
+  std::printf("  processes    %zu", by_process.size());
+  if (split.between_sd && split.within_sd)
+    std::printf(" fresh: cv %.1f%% within a process, %.1f%% between processes (ICC %.2f)", 100.0 * *split.within_sd,
+                100.0 * *split.between_sd, split.icc.value_or(0.0));
+  else if (split.processes < 2)
+    std::printf(": the noise between processes is unknown (measure.processes or run --processes N)");
+  if (!startup.empty()) std::printf("; %.1f s before the first window", quantile(startup, 0.5));
+  std::printf("\n");
+}
+
 }  // namespace
 
 context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
@@ -107,6 +129,7 @@ void print_summary(const report_input& in) {
     const summary s = summarize(rates);
     std::printf("  samples/s    median %.1f  (IQR %.1f - %.1f, %zu window%s, cv %.1f%%)\n", s.median, s.q1, s.q3, s.n,
                 s.n == 1 ? "" : "s", 100.0 * s.cv);
+    print_processes(r);
   }
   for (int k = 0; k < stage_count; ++k) {
     auto it = r.stages_s.find(stage_name(static_cast<stage_id>(k)));

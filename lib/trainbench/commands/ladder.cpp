@@ -3,19 +3,16 @@
 #include "trainbench/report/ladder.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <numeric>
 #include <optional>
-#include <random>
 
 #include "trainbench/commands/commands.hpp"
+#include "trainbench/commands/fresh_processes.hpp"
 #include "trainbench/config/profile_diff.hpp"
 #include "trainbench/config/profile_io.hpp"
-#include "trainbench/distributed/ladder_store.hpp"
+#include "trainbench/distributed/launch.hpp"
 #include "trainbench/report/compare.hpp"
-#include "trainbench/util/child_process.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
 #include "trainbench/util/log.hpp"
@@ -26,13 +23,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct rung_plan {
-  std::string file, stem;
-  fs::path report, state;
+  process_series run;             // its processes: the ladder's rounds
   std::optional<profile> as_set;  // with the ladder's --set (a profile that cannot load stops the ladder)
   std::string file_yaml;          // without them: what the file, and so its description, says
-  std::string refused;            // why a round refused it (exit 2): it is not run again
-  int rounds_done = 0;
-  bool failed = false;
 };
 
 // reports/ladder for configs/ladder, reports/cpu for configs/cpu/*.yaml: one folder per ladder.
@@ -66,17 +59,17 @@ std::vector<rung_plan> plan_rungs(const ladder_request& req, const fs::path& out
   std::vector<std::pair<std::string, std::string>> refused;  // rung, why
   for (const auto& file : ladder_profiles(req.inputs)) {
     rung_plan r;
-    r.file = file;
-    r.stem = fs::path(file).stem().string();
-    r.report = out / (r.stem + ".json");
-    r.state = out / "rounds" / (r.stem + ".json");
+    r.run.file = file;
+    r.run.stem = fs::path(file).stem().string();
+    r.run.report = out / (r.run.stem + ".json");
+    r.run.state = out / "rounds" / (r.run.stem + ".json");
     try {
       r.as_set = load_profile(file, req.sets).value;
       r.file_yaml = to_yaml(load_profile(file).value);
     } catch (const config_error& e) {
-      refused.emplace_back(r.stem, e.what());
+      refused.emplace_back(r.run.stem, e.what());
     } catch (const input_error& e) {
-      refused.emplace_back(r.stem, e.what());
+      refused.emplace_back(r.run.stem, e.what());
     }
     plans.push_back(std::move(r));
   }
@@ -86,42 +79,6 @@ std::vector<rung_plan> plan_rungs(const ladder_request& req, const fs::path& out
     throw input_error("ladder: " + std::to_string(refused.size()) + " of " + std::to_string(plans.size()) +
                       " profiles cannot run, so no rung ran:" + refusals_text(refused, plans.size()));
   return plans;
-}
-
-// Rung order in one round: as given, or a fresh shuffle per round (the same on every rank).
-std::vector<std::size_t> round_order(std::size_t rungs, int round, const ladder_request& req) {
-  std::vector<std::size_t> order(rungs);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (req.shuffle) {
-    std::mt19937_64 rng(req.shuffle_seed * 1000003ULL + static_cast<std::uint64_t>(round));
-    std::shuffle(order.begin(), order.end(), rng);
-  }
-  return order;
-}
-
-std::vector<std::string> run_arguments(const rung_plan& r, const ladder_request& req) {
-  std::vector<std::string> argv{self_executable(), "run", "--config", r.file};
-  for (const auto& s : req.sets) argv.insert(argv.end(), {"--set", s});
-  argv.insert(argv.end(), {"--out", r.report.string(), "--pool-state", r.state.string()});
-  if (req.quiet) argv.push_back("--quiet");
-  return argv;
-}
-
-// Rungs the ladder did not finish say so, whatever their last round said: `error` is the error
-// that stopped the ladder itself, none for a signal.
-void mark_unfinished(const rung_plan& r, int rounds, const std::optional<std::string>& error) {
-  if (r.rounds_done >= rounds || !fs::exists(r.report)) return;
-  auto j = nlohmann::ordered_json::parse(read_text_file(r.report));
-  if (j["status"] != "ok") return;
-  const bool signal = !error;
-  const std::string after =
-      " after " + std::to_string(r.rounds_done) + " of " + std::to_string(rounds) + " rounds of this rung";
-  j["status"] = signal ? "interrupted" : "error";
-  j["error"] = {
-      {"kind", signal ? "interrupted" : "runtime"},
-      {"message", signal ? "the ladder was interrupted" + after : "the ladder stopped" + after + ": " + *error}};
-  j["results"]["stopped_by"] = signal ? "interrupted" : "error";
-  write_file_atomic(r.report, j.dump(2) + "\n");
 }
 
 // The notes that say a key of this rung had no effect ("backend.cuda_graph: requested but
@@ -157,7 +114,7 @@ void describe_as_run(ladder_rung& rung, const rung_plan& r, const rung_plan* pre
   }
   rung.without_effect = !changes.empty() && ineffective == changes.size();
   if (changes.empty()) {  // e.g. batch 512 under --set train.batch_size=8: a rerun of the rung before
-    rung.no_effect.push_back("the same work as " + previous->stem +
+    rung.no_effect.push_back("the same work as " + previous->run.stem +
                              (overrides.empty() ? "" : " once --set is applied"));
     rung.without_effect = true;
   }
@@ -165,19 +122,23 @@ void describe_as_run(ladder_rung& rung, const rung_plan& r, const rung_plan* pre
 
 ladder_rung table_row(const rung_plan& r, const rung_plan* previous) {
   ladder_rung rung;
-  rung.rung = r.stem;
-  if (!r.refused.empty()) {
-    rung.failure = r.refused;
+  rung.rung = r.run.stem;
+  if (!r.run.refused.empty()) {
+    rung.failure = r.run.refused;
     return rung;
   }
   rung.change = r.as_set->description;
-  if (!fs::exists(r.report)) {
-    rung.failure = "no report (the run stopped before writing one; see its log above)";
+  if (!fs::exists(r.run.report)) {
+    rung.failure =
+        r.run.crashed.empty() ? "no report (the run stopped before writing one; see its log above)" : r.run.crashed;
     return rung;
   }
-  const auto j = read_reports(r.report.string()).front();
+  const auto j = read_reports(r.run.report.string()).front();
   rung.change = j["profile"].value("description", rung.change);
-  for (const auto& w : j["results"]["repeats"]) rung.windows.push_back(w["samples_per_s"].get<double>());
+  for (const auto& w : j["results"]["repeats"]) {
+    rung.windows.push_back(w["samples_per_s"].get<double>());
+    rung.processes.push_back(w.value("process", 0));
+  }
   if (j["status"] != "ok")
     rung.failure = j["error"].value("message", "failed");
   else if (!rung.windows.empty())
@@ -186,25 +147,15 @@ ladder_rung table_row(const rung_plan& r, const rung_plan* previous) {
   return rung;
 }
 
-void clear_earlier_results(const std::vector<rung_plan>& plans) {
-  for (const auto& r : plans) {
-    fs::remove(r.report);
-    fs::remove(r.state);
-  }
-}
-
-// Under torchrun or srun, every rank's runs of one rung and round meet under the same keys.
-void set_store_prefix(int round, std::size_t rung) {
-  const std::string prefix = "ladder/round_" + std::to_string(round) + "/rung_" + std::to_string(rung);
-  setenv(ladder_store_variable, prefix.c_str(), 1);
-}
-
 std::string how_measured(const ladder_request& req) {
   std::string order =
       req.shuffle ? "in a new random order every round (--shuffle-seed " + std::to_string(req.shuffle_seed) + ")"
                   : "in the order listed";
-  return "Each rung ran " + std::to_string(req.rounds) + " round(s), each round a fresh process, the rungs " + order +
-         "; samples/s is the median of all its rounds' windows, the interval of a step its 95% interval.";
+  const std::string processes =
+      req.rounds == 1 ? "1 fresh process" : std::to_string(req.rounds) + " fresh processes (rounds)";
+  return "Each rung ran in " + processes + ", the rungs " + order +
+         "; samples/s is the median of all its windows. A step's 95% interval and verdict compare the rungs' "
+         "process medians (each process one observation), each step on its own at alpha 0.05.";
 }
 
 // --reference, else the numbers the profiles' header comments give (configs/ladder has the
@@ -231,29 +182,6 @@ ladder_reference find_reference(const ladder_request& req, std::string& source) 
   return out;
 }
 
-// Every round of every rung, each a fresh process; a rung that fails is not run again.
-void climb(std::vector<rung_plan>& plans, const ladder_request& req, held_signals& held, bool& interrupted, int& code) {
-  for (int round = 1; round <= req.rounds && !interrupted; ++round) {
-    for (std::size_t i : round_order(plans.size(), round, req)) {
-      rung_plan& r = plans[i];
-      if (r.failed) continue;
-      if ((interrupted = interrupt_pending(held))) break;
-      if (!req.quiet) std::cout << "== " << r.stem << " (round " << round << "/" << req.rounds << ")\n" << std::flush;
-      set_store_prefix(round, i);
-      const child_exit e = run_self(run_arguments(r, req), held);
-      if ((interrupted = e.interrupted || e.code == exit_code::interrupted)) break;
-      // Decided from exit codes, which every rank sees alike, so all ranks skip the same rungs.
-      if (e.code != exit_code::ok) {
-        r.failed = true;
-        code = exit_code::failed;
-        if (e.code == exit_code::bad_input) r.refused = "refused (exit 2): see the run's message above";
-      } else {
-        ++r.rounds_done;
-      }
-    }
-  }
-}
-
 }  // namespace
 
 int ladder_command(const ladder_request& req) {
@@ -261,35 +189,27 @@ int ladder_command(const ladder_request& req) {
   const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
   std::string reference_source;
   const ladder_reference reference = find_reference(req, reference_source);
-  const launch_info launch = read_launch(process_environment());
   // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
-  const bool writer = launch.rank == 0;
+  const bool writer = read_launch(process_environment()).rank == 0;
   std::vector<rung_plan> plans = plan_rungs(req, out);
   if (writer) check_writable_folder(out, "--out");
   set_log_quiet(req.quiet);
-  if (writer) clear_earlier_results(plans);
 
-  held_signals held;  // before the store's threads start, so they inherit it
-  const ladder_store store(launch);
-  bool interrupted = false;
-  int code = exit_code::ok;
-  try {
-    climb(plans, req, held, interrupted, code);
-  } catch (const std::exception& e) {
-    // The ladder itself failed (a rung could not start, the ranks' store timed out): the rungs it
-    // did not finish must not read as finished with fewer rounds.
-    if (writer)
-      for (const auto& r : plans) mark_unfinished(r, req.rounds, e.what());
-    throw;
-  }
-  if (!writer) {
-    if (interrupted) throw interrupted_error();
-    return code;
-  }
-  if (interrupted) {
-    for (const auto& r : plans) mark_unfinished(r, req.rounds, std::nullopt);
-    throw interrupted_error();
-  }
+  std::vector<process_series> runs;
+  for (const auto& r : plans) runs.push_back(r.run);
+  fresh_process_request fp;
+  fp.processes = req.rounds;
+  fp.shuffle = req.shuffle;
+  fp.shuffle_seed = req.shuffle_seed;
+  for (const auto& s : req.sets) fp.child_arguments.insert(fp.child_arguments.end(), {"--set", s});
+  // Each rung's report says how many processes it pooled.
+  fp.child_arguments.insert(fp.child_arguments.end(), {"--set", "measure.processes=" + std::to_string(req.rounds)});
+  fp.quiet = req.quiet;
+  const fresh_process_outcome climbed = run_fresh_processes(runs, fp);
+  for (std::size_t i = 0; i < plans.size(); ++i) plans[i].run = runs[i];
+  if (climbed.interrupted) throw interrupted_error();
+  if (!writer) return climbed.code;
+
   std::vector<ladder_rung> rungs;
   const rung_plan* previous = nullptr;
   for (const auto& r : plans) {
@@ -304,7 +224,7 @@ int ladder_command(const ladder_request& req) {
   log_result("wrote " + (out / "ladder.md").string() + " and ladder.svg; each rung's report beside them");
   for (const auto& r : rungs)
     if (!r.samples_per_s) return exit_code::failed;
-  return code;
+  return climbed.code;
 }
 
 }  // namespace trainbench

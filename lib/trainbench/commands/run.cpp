@@ -1,3 +1,4 @@
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -47,8 +48,8 @@ void gather_ranks(pipeline& pipe, run_result& r) {
   }
 }
 
-// A ladder's round: this run's measurements join the rounds before it (the state file), and the
-// report holds them all.
+// One of several fresh processes (run --processes, a ladder's rounds): this run's measurements
+// join the processes before it (the state file), and the report holds them all.
 report_input pooled_input(const report_input& in, const std::string& state) {
   if (state.empty()) return in;
   std::vector<run_result> rounds = read_rounds(state);
@@ -56,8 +57,8 @@ report_input pooled_input(const report_input& in, const std::string& state) {
   write_rounds(state, rounds);
   report_input out = in;
   out.result = pool_rounds(rounds);
-  out.effective.notes.push_back("ladder: the windows of " + std::to_string(rounds.size()) +
-                                " round(s), each a fresh process, the rungs interleaved");
+  out.effective.notes.push_back("the windows of " + std::to_string(rounds.size()) +
+                                " fresh process(es) of this profile");
   return out;
 }
 
@@ -65,12 +66,23 @@ report_input pooled_input(const report_input& in, const std::string& state) {
 // the windows a profile sets for its step would time little more than a clock read.
 constexpr double loader_min_window_s = 0.1;  // the note in run_command says 0.1
 
+// One process, one entry: a run that never reached its first window still counts as a process
+// (so a pooled report's process count says how many ran), its costs as far as it got.
+void record_process_cost(run_result& r, std::optional<double> build_s) {
+  if (r.processes.empty()) r.processes.emplace_back();
+  r.processes.front().build_s = build_s;
+}
+
 }  // namespace
 
 int run_command(const run_request& req) {
+  TB_ASSERT(!req.configs.empty(), "run without a profile");
+  if (req.processes < 0) throw input_error("--processes must be at least 1, got " + std::to_string(req.processes));
   // Bad input (profile, data, switches refused by --strict) is found before anything is
   // written: exit 2, no report.
-  loaded_profile lp = load_profile(req.config, req.sets);
+  loaded_profile lp = load_profile(req.configs.front(), req.sets);
+  const int processes = req.processes > 0 ? req.processes : lp.value.measure.processes;
+  if (req.pool_state.empty() && (req.configs.size() > 1 || processes > 1)) return run_processes_command(req);
   if (!req.trace.empty()) lp.value.measure.trace = req.trace;
   const bool loader_floor = req.data_only && lp.value.measure.min_window_s == 0;
   if (loader_floor) lp.value.measure.min_window_s = loader_min_window_s;
@@ -80,7 +92,7 @@ int run_command(const run_request& req) {
   bo.with_step = !req.data_only;
   bo.launch = read_launch(process_environment());
   // In a data-parallel job rank 0 writes the report; the others only where the path has {rank}.
-  const std::string path_template = req.out.empty() ? report_path_for(p) : req.out;
+  const std::string path_template = req.out.empty() ? report_path_for(p, req.data_only) : req.out;
   const std::string report_path = replace_all(path_template, "{rank}", std::to_string(bo.launch.rank));
   const bool writes_report = bo.launch.rank == 0 || path_template.find("{rank}") != std::string::npos;
   if (writes_report)
@@ -90,12 +102,16 @@ int run_command(const run_request& req) {
   set_log_quiet(req.quiet || bo.launch.rank != 0);
 
   report_input in;
+  in.measurement = req.data_only ? "bench-data" : "run";
   in.prof = p;
   in.profile_path = lp.path.string();
   in.context = host_context(req.command_line);
   install_interrupt_handler();
   int code = exit_code::ok;
+  const auto build_started = std::chrono::steady_clock::now();
   std::optional<pipeline> pipe = build_for_report(lp, p, bo, in, code);
+  std::optional<double> build_s;
+  if (pipe) build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_started).count();
   in.context = full_context(req.command_line, in.effective, p);
   if (loader_floor)
     in.effective.notes.push_back(
@@ -110,6 +126,7 @@ int run_command(const run_request& req) {
       code = record_failure(in);
     }
     in.result = run.result();
+    record_process_cost(in.result, build_s);
     if (pipe->trace) code = close_trace(*pipe->trace, in, code);
     if (code != exit_code::ok) in.result.stopped_by = in.status;  // "error" or "interrupted"
     if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
@@ -131,9 +148,13 @@ int run_command(const run_request& req) {
       }
     }
   }
-  if (writes_report) write_file_atomic(report_path, make_report(pooled_input(in, req.pool_state)).dump(2) + "\n");
-  if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(in);
-  if (bo.launch.rank == 0) warn_about_result(in);
+  if (!pipe) record_process_cost(in.result, std::nullopt);
+  // With a pool state (the processes of run --processes, a ladder's rounds) the report and the
+  // console give every process so far; the error line below says what this one did.
+  const report_input pooled = pooled_input(in, req.pool_state);
+  if (writes_report) write_file_atomic(report_path, make_report(pooled).dump(2) + "\n");
+  if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(pooled);
+  if (bo.launch.rank == 0) warn_about_result(pooled);
   if (code != exit_code::ok) log_error(in.status + ": " + in.error_message);
   // Under a ladder (a pool state), the ladder says where its reports are.
   if (writes_report) (req.pool_state.empty() ? log_result : log_info)("report written to " + report_path);

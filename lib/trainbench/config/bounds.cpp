@@ -81,6 +81,7 @@ std::vector<upper_bound> upper_bounds(const profile& p) {
        "timing records (on CUDA two events per stage) for " + number_text(m.measured_batches) + " batches per window"},
       {"measure.repeats", double(m.repeats), 1e4, number_text(m.repeats) + " measured windows"},
       {"measure.max_repeats", double(m.max_repeats), 1e4, number_text(m.max_repeats) + " measured windows"},
+      {"measure.processes", double(m.processes), 1e4, number_text(m.processes) + " fresh processes"},
       {"dist.timeout_s", p.dist.timeout_s, 7 * 24 * 3600.0,
        "waiting " + number_text(p.dist.timeout_s / 86400) + " days for a silent rank"},
       {"dist.bucket_mb", p.dist.bucket_mb, 1024 * 1024.0, "gradient buckets of " + bytes_text(p.dist.bucket_mb * mib)},

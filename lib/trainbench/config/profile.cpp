@@ -1,5 +1,7 @@
 #include "trainbench/config/profile.hpp"
 
+#include <filesystem>
+
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
@@ -87,6 +89,11 @@ bool grad_scaler_enabled(const train_config& t) {
   return t.grad_scaler == switch_mode::on;
 }
 
-std::string report_path_for(const profile& p) { return replace_all(p.report.path, "{name}", p.name); }
+std::string report_path_for(const profile& p, bool bench_data) {
+  const std::string path = replace_all(p.report.path, "{name}", p.name);
+  if (!bench_data) return path;
+  const std::filesystem::path f(path);
+  return (f.parent_path() / (f.stem().string() + ".bench-data" + f.extension().string())).string();
+}
 
 }  // namespace trainbench

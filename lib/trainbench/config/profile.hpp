@@ -86,6 +86,7 @@ struct measure_config {
   int warmup_batches = 5;
   int measured_batches = 3;
   int repeats = 1;          // windows; the minimum when max_repeats is set
+  int processes = 1;        // fresh processes `run` measures the profile in, pooled into one report
   int max_repeats = 0;      // 0: exactly `repeats`; else add windows until target_cv or this many
   double target_cv = 0.02;  // stdev / mean of the windows' samples/s at which adding windows stops
   double min_window_s = 0;  // 0: measured_batches per window; else more batches until a window lasts this long
@@ -134,6 +135,8 @@ const char* to_string(bad_file_policy v);
 // Whether fp16 loss scaling is on, after resolving `auto`.
 bool grad_scaler_enabled(const train_config& t);
 // The report path with {name} substituted.
-std::string report_path_for(const profile& p);
+// report.path with {name} replaced; bench-data's goes beside run's, not over it
+// (reports/x.json -> reports/x.bench-data.json).
+std::string report_path_for(const profile& p, bool bench_data = false);
 
 }  // namespace trainbench

@@ -434,6 +434,7 @@ void visit(V& v, profile& p) {
     v.field("warmup_batches", p.measure.warmup_batches);
     v.field("measured_batches", p.measure.measured_batches);
     v.field("repeats", p.measure.repeats);
+    v.field("processes", p.measure.processes);
     v.field("max_repeats", p.measure.max_repeats);
     v.field("target_cv", p.measure.target_cv);
     v.field("min_window_s", p.measure.min_window_s);
@@ -511,6 +512,7 @@ void validate(const reader& r, const profile& p) {
   at_least(p.measure.warmup_batches, 0, "measure.warmup_batches");
   at_least(p.measure.measured_batches, 1, "measure.measured_batches");
   at_least(p.measure.repeats, 1, "measure.repeats");
+  at_least(p.measure.processes, 1, "measure.processes");
   require(p.measure.max_repeats == 0 || p.measure.max_repeats >= p.measure.repeats, "measure.max_repeats",
           "must be 0 (exactly measure.repeats windows) or >= measure.repeats (" + std::to_string(p.measure.repeats) +
               "), got " + std::to_string(p.measure.max_repeats));

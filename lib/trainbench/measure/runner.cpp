@@ -3,11 +3,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/interrupt.hpp"
+#include "trainbench/util/process_age.hpp"
 
 namespace trainbench {
 
@@ -19,12 +21,19 @@ runner::runner(pipeline& p, const measure_config& m, progress_fn progress)
 }
 
 void runner::run() {
+  const auto started = std::chrono::steady_clock::now();
   if (p_.step) {
     nvtx_range range(batch_ranges_, "prepare");  // a CUDA graph's capture: never in a window
     p_.step->prepare();
   }
   warmup();
   if (m_.min_window_s > 0 && !calibrated_) calibrate();
+  if (result_.processes.empty()) {  // this process's cost before its first window (build_s: the caller's)
+    process_cost cost;
+    cost.warmup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (const double age = seconds_since_process_start(); age >= 0) cost.to_first_window_s = age;
+    result_.processes.push_back(cost);
+  }
   p_.probe->reset_peaks();
   p_.probe->start_sampling();
   const std::size_t first = result_.windows.size();
@@ -201,7 +210,7 @@ void runner::record_loader(const load_totals& d, double elapsed) {
   result_.loader->phases = result_.loader->phases || d.phase_s[static_cast<int>(load_phase::decode)] > 0;
   result_.loader->windows.push_back(w);
   result_.loader->skipped_files.clear();
-  for (const auto& f : p_.loader->skipped_files()) result_.loader->skipped_files.emplace_back(f.path, f.reason);
+  for (const auto& f : p_.loader->skipped_files()) result_.loader->skipped_files.push_back({f.path, f.reason, 1});
   result_.loader->replaced_samples = p_.loader->replaced_samples();
 }
 

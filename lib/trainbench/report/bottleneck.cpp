@@ -81,6 +81,9 @@ bottleneck_finding judge_bottleneck(const bottleneck_input& in, const profile& p
   row.name = p.name;
   row.base = in.ceiling;
   row.candidate = in.loop;
+  // Both sides ran in this one process, interleaved: they share its luck, so the windows are the
+  // units (the process level would need the pair repeated in fresh processes).
+  row.level = evidence_level::window;
   f.row = judge(row, threshold_pct, alpha);
   f.share_of_ceiling = f.row.base_median > 0 ? f.row.candidate_median / f.row.base_median : 0.0;
   // SAME and AMBIGUOUS reasons already give the interval; a gap's reason gives the test.
@@ -145,8 +148,10 @@ nlohmann::ordered_json bottleneck_json(const bottleneck_finding& f, const bottle
           {"change_pct", f.row.change_pct},
           {"p_value", f.row.test.p},
           {"exact", f.row.test.exact},
-          {"windows_to_decide", f.row.windows_to_decide ? nlohmann::ordered_json(*f.row.windows_to_decide)
-                                                        : nlohmann::ordered_json(nullptr)},
+          {"level", to_string(f.row.level)},
+          {"assumes", level_assumption(f.row.level)},
+          {"windows_to_decide",
+           f.row.to_decide ? nlohmann::ordered_json(*f.row.to_decide) : nlohmann::ordered_json(nullptr)},
           {"interval", f.row.interval ? nlohmann::ordered_json{{"confidence", f.row.interval->confidence},
                                                                {"low_pct", f.row.interval->low_pct},
                                                                {"high_pct", f.row.interval->high_pct}}

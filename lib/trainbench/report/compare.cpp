@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "trainbench/config/profile_diff.hpp"
+#include "trainbench/measure/variance.hpp"
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -17,12 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::vector<double> rates_of(const json& report) {
-  std::vector<double> out;
-  for (const auto& r : report.at("results").at("repeats")) out.push_back(r.at("samples_per_s").get<double>());
-  return out;
-}
 
 std::string name_of(const json& r) { return r.at("profile").at("name").get<std::string>(); }
 
@@ -46,53 +42,127 @@ std::string context_key(const json& r, const char* key) {
 
 bool measured(const pair_row& r) { return !r.base.empty() && !r.candidate.empty(); }
 
-// The candidate report that measures the same thing as b: the same profile hash, else the same
-// name and workload (the profiles differ only in report path or measure counts).
-std::optional<std::size_t> match_of(const json& b, const std::vector<json>& candidate, const std::vector<bool>& used,
-                                    std::string& how) {
+// One profile's reports on one side, pooled: each report's processes keep their own ids.
+struct side_profile {
+  const json* first = nullptr;  // name, hash, context and the resolved profile come from it
+  std::string measurement;
+  int world = 1;
+  std::vector<double> windows;
+  std::vector<int> process;
+  std::size_t reports = 0;
+  bool any_window = false;
+};
+
+bool same_identity(const side_profile& a, const json& r) {
+  return a.first->at("profile").at("hash") == r.at("profile").at("hash") && a.measurement == measurement_of(r) &&
+         a.world == world_size_of(r);
+}
+
+void add_report(side_profile& s, const json& r) {
+  int next = 0;
+  for (int id : s.process) next = std::max(next, id + 1);
+  for (const auto& w : r.at("results").at("repeats")) {
+    s.windows.push_back(w.at("samples_per_s").get<double>());
+    s.process.push_back(next + w.value("process", 0));
+  }
+  ++s.reports;
+}
+
+// A side's reports grouped by what they measured: several reports of one profile (runs of it,
+// one process or more each) are one sample of processes.
+std::vector<side_profile> pool_side(const std::vector<json>& reports, const char* side,
+                                    std::vector<std::string>& warnings) {
+  std::vector<side_profile> out;
+  for (const auto& r : reports) {
+    warn_partial(r, side, warnings);
+    auto it = std::find_if(out.begin(), out.end(), [&](const side_profile& s) { return same_identity(s, r); });
+    if (it == out.end()) {
+      side_profile s;
+      s.first = &r;
+      s.measurement = measurement_of(r);
+      s.world = world_size_of(r);
+      it = out.insert(out.end(), s);
+    }
+    add_report(*it, r);
+  }
+  for (const auto& s : out) {
+    if (s.reports < 2) continue;
+    std::set<int> ids(s.process.begin(), s.process.end());
+    warnings.push_back("'" + name_of(*s.first) + "': " + std::to_string(s.reports) + " " + side +
+                       " reports of this profile pooled (" + std::to_string(ids.size()) + " processes)");
+  }
+  return out;
+}
+
+// The candidate that measures the same thing as b: the same profile hash, else the same name
+// and workload (the profiles differ only in report path or measure counts); either way the same
+// kind of measurement (run, bench-data, ...) at the same world size.
+std::optional<std::size_t> match_of(const side_profile& b, const std::vector<side_profile>& candidate,
+                                    const std::vector<bool>& used, std::string& how) {
+  const auto same_kind = [&](const side_profile& c) { return c.measurement == b.measurement && c.world == b.world; };
   how = "hash";
   for (std::size_t i = 0; i < candidate.size(); ++i)
-    if (!used[i] && candidate[i].at("profile").at("hash") == b.at("profile").at("hash")) return i;
+    if (!used[i] && same_kind(candidate[i]) &&
+        candidate[i].first->at("profile").at("hash") == b.first->at("profile").at("hash"))
+      return i;
   how = "name";
   for (std::size_t i = 0; i < candidate.size(); ++i)
-    if (!used[i] && name_of(candidate[i]) == name_of(b) &&
-        candidate[i].at("profile").value("workload_hash", "") == b.at("profile").value("workload_hash", ""))
+    if (!used[i] && same_kind(candidate[i]) && name_of(*candidate[i].first) == name_of(*b.first) &&
+        candidate[i].first->at("profile").value("workload_hash", "") ==
+            b.first->at("profile").value("workload_hash", ""))
       return i;
   return std::nullopt;
 }
 
-pair_row row_of(const json& b, const json& c, const std::string& how, std::vector<std::string>& warnings) {
+pair_row row_of(const side_profile& b, const side_profile& c, const std::string& how, evidence_level level,
+                std::vector<std::string>& warnings) {
+  const json& br = *b.first;
+  const json& cr = *c.first;
   if (how == "name")
-    warnings.push_back("'" + name_of(b) +
+    warnings.push_back("'" + name_of(br) +
                        "': profile hashes differ only in report path or measure counts; matched by name");
   for (const char* key : {"gpu", "driver", "libtorch", "build_type"}) {
-    if (context_key(b, key) != context_key(c, key))
-      warnings.push_back("'" + name_of(b) + "': " + key + " differs: '" + context_key(b, key) + "' vs '" +
-                         context_key(c, key) + "'");
+    if (context_key(br, key) != context_key(cr, key))
+      warnings.push_back("'" + name_of(br) + "': " + key + " differs: '" + context_key(br, key) + "' vs '" +
+                         context_key(cr, key) + "'");
   }
-  warn_partial(b, "base", warnings);
-  warn_partial(c, "candidate", warnings);
   pair_row row;
-  row.name = name_of(b);
+  row.name = name_of(br);
   row.match = how;
-  row.base = rates_of(b);
-  row.candidate = rates_of(c);
+  row.level = level;
+  row.base = b.windows;
+  row.base_process = b.process;
+  row.candidate = c.windows;
+  row.candidate_process = c.process;
   return row;
 }
 
+// What else tells two same-name profiles apart beyond their resolved YAML.
+std::vector<std::string> identity_differences(const side_profile& b, const side_profile& c) {
+  std::vector<std::string> out;
+  if (b.measurement != c.measurement) out.push_back("measured: " + b.measurement + " vs " + c.measurement);
+  if (b.world != c.world) out.push_back("world size: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
+  return out;
+}
+
 // Profiles of the same name on both sides that were not matched: say what changed in them.
-std::vector<unmatched_pair> same_name_pairs(const std::vector<json>& base, const std::vector<json>& candidate,
+std::vector<unmatched_pair> same_name_pairs(const std::vector<side_profile>& base,
+                                            const std::vector<side_profile>& candidate,
                                             const std::vector<std::string>& only_base,
                                             const std::vector<std::string>& only_candidate) {
   std::vector<unmatched_pair> out;
   for (const auto& name : only_base) {
     if (std::find(only_candidate.begin(), only_candidate.end(), name) == only_candidate.end()) continue;
-    const auto named = [&](const json& r) { return name_of(r) == name; };
-    const json& b = *std::find_if(base.begin(), base.end(), named);
-    const json& c = *std::find_if(candidate.begin(), candidate.end(), named);
+    if (std::any_of(out.begin(), out.end(), [&](const unmatched_pair& u) { return u.name == name; })) continue;
+    const auto named = [&](const side_profile& s) { return name_of(*s.first) == name; };
+    const side_profile& b = *std::find_if(base.begin(), base.end(), named);
+    const side_profile& c = *std::find_if(candidate.begin(), candidate.end(), named);
     unmatched_pair u;
     u.name = name;
-    u.differences = profile_differences(b.at("profile").value("resolved", ""), c.at("profile").value("resolved", ""));
+    u.differences = identity_differences(b, c);
+    const auto yaml =
+        profile_differences(b.first->at("profile").value("resolved", ""), c.first->at("profile").value("resolved", ""));
+    u.differences.insert(u.differences.end(), yaml.begin(), yaml.end());
     out.push_back(u);
   }
   return out;
@@ -120,34 +190,49 @@ void decide_rows(comparison& c) {
 
 }  // namespace
 
-comparison compare_reports(const std::vector<json>& base, const std::vector<json>& candidate, double threshold_pct,
-                           double alpha, bool family_correction) {
+std::string measurement_of(const json& report) {
+  if (report.contains("measurement")) return report["measurement"].get<std::string>();
+  // Reports from before the field: bench-data's had no model.
+  const json& model = report.value("model", json::object());
+  return model.is_object() && model.value("parameters", 1) == 0 ? "bench-data" : "run";
+}
+
+int world_size_of(const json& report) {
+  const json& d = report.at("results").value("distributed", json(nullptr));
+  return d.is_object() ? d.value("world_size", 1) : 1;
+}
+
+comparison compare_reports(const std::vector<json>& base_reports, const std::vector<json>& candidate_reports,
+                           const compare_options& options) {
   comparison out;
-  out.threshold_pct = threshold_pct;
-  out.alpha = alpha;
-  out.family_correction = family_correction;
+  out.threshold_pct = options.threshold_pct;
+  out.alpha = options.alpha;
+  out.family_correction = options.family_correction;
+  out.level = options.level;
+  const auto base = pool_side(base_reports, "base", out.warnings);
+  const auto candidate = pool_side(candidate_reports, "candidate", out.warnings);
   std::vector<bool> used(candidate.size(), false);
   for (const auto& b : base) {
     std::string how;
     const auto hit = match_of(b, candidate, used, how);
     if (!hit) {
-      out.only_base.push_back(name_of(b));
+      out.only_base.push_back(name_of(*b.first));
       continue;
     }
     used[*hit] = true;
-    const json& c = candidate[*hit];
-    pair_row row = row_of(b, c, how, out.warnings);
+    const side_profile& c = candidate[*hit];
+    pair_row row = row_of(b, c, how, options.level, out.warnings);
     if (measured(row)) {
-      row = measure_pair(row, alpha);
+      row = measure_pair(row, options.alpha);
     } else {
       row.result = verdict::ambiguous;
-      row.reason =
-          "a side has no measured windows (status " + b.value("status", "?") + " / " + c.value("status", "?") + ")";
+      row.reason = "a side has no measured windows (status " + b.first->value("status", "?") + " / " +
+                   c.first->value("status", "?") + ")";
     }
     out.rows.push_back(row);
   }
   for (std::size_t i = 0; i < candidate.size(); ++i)
-    if (!used[i]) out.only_candidate.push_back(name_of(candidate[i]));
+    if (!used[i]) out.only_candidate.push_back(name_of(*candidate[i].first));
   out.unmatched = same_name_pairs(base, candidate, out.only_base, out.only_candidate);
   // A name on both sides is listed once, as unmatched with the keys that differ.
   for (const auto& u : out.unmatched)
@@ -250,6 +335,8 @@ json optional_number(bool present, double v) { return present ? json(v) : json(n
 json comparison_json(const comparison& c) {
   json j = {{"alpha", c.alpha},
             {"threshold_pct", c.threshold_pct},
+            {"level", to_string(c.level)},
+            {"assumes", level_assumption(c.level)},
             {"family_correction", c.family_correction && c.family_size > 1 ? "holm" : "none"},
             {"family_size", c.family_size},
             {"rows", json::array()},
@@ -261,10 +348,15 @@ json comparison_json(const comparison& c) {
             {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
   for (const auto& r : c.rows) {
     const bool m = measured(r);
+    const bool by_process = r.level == evidence_level::process;
+    const json to_decide = r.to_decide ? json(*r.to_decide) : json(nullptr);
     j["rows"].push_back({{"name", r.name},
                          {"match", r.match},
+                         {"level", to_string(r.level)},
                          {"base_windows", r.base.size()},
                          {"candidate_windows", r.candidate.size()},
+                         {"base_processes", group_by_process(r.base, r.base_process).size()},
+                         {"candidate_processes", group_by_process(r.candidate, r.candidate_process).size()},
                          {"base_median", optional_number(m, r.base_median)},
                          {"candidate_median", optional_number(m, r.candidate_median)},
                          {"change_pct", optional_number(m, r.change_pct)},
@@ -276,7 +368,8 @@ json comparison_json(const comparison& c) {
                          {"ties", m && r.test.ties},
                          {"verdict", to_string(r.result)},
                          {"reason", r.reason},
-                         {"windows_to_decide", r.windows_to_decide ? json(*r.windows_to_decide) : json(nullptr)}});
+                         {"processes_to_decide", by_process ? to_decide : json(nullptr)},
+                         {"windows_to_decide", by_process ? json(nullptr) : to_decide}});
   }
   for (const auto& u : c.unmatched) j["unmatched"].push_back({{"name", u.name}, {"differences", u.differences}});
   return j;
@@ -306,21 +399,30 @@ std::string number(const char* format, double v) {
   return buf;
 }
 
-// The table: profile, base, candidate, change, CI, p, [p after Holm's correction], verdict (reason).
+// The table: profile, base, candidate, n (processes or windows per side), change, CI, p,
+// [p after Holm's correction], verdict (reason).
 std::vector<std::vector<std::string>> table_of(const comparison& c, bool holm) {
   std::vector<std::vector<std::string>> t;
-  std::vector<std::string> head{"profile", "base samples/s", "candidate samples/s", "change", interval_title(c), "p"};
+  std::vector<std::string> head{"profile",
+                                "base samples/s",
+                                "candidate samples/s",
+                                c.level == evidence_level::process ? "processes" : "windows",
+                                "change",
+                                interval_title(c),
+                                "p"};
   if (holm) head.push_back("p (Holm)");
   head.push_back("verdict");
   t.push_back(head);
   for (const auto& r : c.rows) {
     const bool m = measured(r);
-    std::vector<std::string> row{r.name,
-                                 m ? number("%.1f", r.base_median) : "-",
-                                 m ? number("%.1f", r.candidate_median) : "-",
-                                 m ? number("%+.1f%%", r.change_pct) : "-",
-                                 interval_text(r.interval),
-                                 p_cell(r, r.test.p, c.alpha)};
+    std::vector<std::string> row{
+        r.name,
+        m ? number("%.1f", r.base_median) : "-",
+        m ? number("%.1f", r.candidate_median) : "-",
+        m ? std::to_string(r.base_units.size()) + "/" + std::to_string(r.candidate_units.size()) : "-",
+        m ? number("%+.1f%%", r.change_pct) : "-",
+        interval_text(r.interval),
+        p_cell(r, r.test.p, c.alpha)};
     if (holm) row.push_back(p_cell(r, r.p_adjusted, c.alpha));
     row.push_back(std::string(to_string(r.result)) + " (" + r.reason + ")");
     t.push_back(row);
@@ -328,7 +430,7 @@ std::vector<std::vector<std::string>> table_of(const comparison& c, bool holm) {
   if (c.geomean_ratio) {
     std::vector<std::string> row(head.size());
     row[0] = "geometric mean";
-    row[3] = number("%+.1f%%", 100.0 * (*c.geomean_ratio - 1));
+    row[4] = number("%+.1f%%", 100.0 * (*c.geomean_ratio - 1));
     t.push_back(row);
   }
   return t;
@@ -356,7 +458,7 @@ std::string markdown_table(const std::vector<std::vector<std::string>>& t) {
 }
 
 std::string text_table(const std::vector<std::vector<std::string>>& t) {
-  static const int widths[] = {-28, 12, 12, 9, 18, 9, 9};
+  static const int widths[] = {-28, 12, 12, 9, 9, 18, 9, 9};
   std::string out;
   for (std::size_t i = 0; i < t.size(); ++i) {
     std::string line;
@@ -368,7 +470,7 @@ std::string text_table(const std::vector<std::vector<std::string>>& t) {
       const std::string& cell = i == 0 && j == 1   ? std::string("base")
                                 : i == 0 && j == 2 ? std::string("candidate")
                                                    : t[i][j];
-      const int w = widths[std::min<std::size_t>(j, 6)];
+      const int w = widths[std::min<std::size_t>(j, 7)];
       char buf[128];
       std::snprintf(buf, sizeof buf, "%*s", w, cell.c_str());
       line += (j ? " " : "") + std::string(buf);
@@ -384,7 +486,8 @@ std::string text_table(const std::vector<std::vector<std::string>>& t) {
 std::string format_comparison(const comparison& c, const std::string& format) {
   if (format == "json") return comparison_json(c).dump(2) + "\n";
   const bool md = format == "markdown";
-  std::string out;
+  std::string out = (md ? "_" : "") + std::string("level: ") + to_string(c.level) + ", " + level_assumption(c.level) +
+                    (md ? "_\n\n" : "\n");
   for (const auto& w : c.warnings) out += (md ? "> **warning:** " + md_cell(w) : "WARNING: " + w) + "\n";
   if (!c.warnings.empty()) out += "\n";
   if (!c.rows.empty()) {
@@ -401,12 +504,12 @@ std::string format_comparison(const comparison& c, const std::string& format) {
 }
 
 int compare_command(const compare_request& req) {
-  if (req.threshold_pct < 0) throw input_error("--threshold must be >= 0");
-  if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
+  if (req.options.threshold_pct < 0) throw input_error("--threshold must be >= 0");
+  if (req.options.alpha <= 0 || req.options.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
   std::vector<std::string> skipped;
   const auto base = read_reports(req.base, &skipped);
   const auto candidate = read_reports(req.candidate, &skipped);
-  comparison c = compare_reports(base, candidate, req.threshold_pct, req.alpha, req.family_correction);
+  comparison c = compare_reports(base, candidate, req.options);
   c.skipped = skipped;
   std::cout << format_comparison(c, req.format) << std::flush;
   int code = exit_code::ok;

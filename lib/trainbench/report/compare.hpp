@@ -11,11 +11,16 @@
 
 namespace trainbench {
 
-struct compare_request {
-  std::string base, candidate;
+struct compare_options {
   double threshold_pct = 3.0;
   double alpha = 0.05;
   bool family_correction = true;  // Holm's correction across the profiles compared
+  evidence_level level = evidence_level::process;
+};
+
+struct compare_request {
+  std::string base, candidate;
+  compare_options options;
   std::string format = "text";
 };
 
@@ -33,11 +38,19 @@ struct comparison {
   std::optional<double> geomean_ratio;
   double threshold_pct = 3.0, alpha = 0.05;
   bool family_correction = true;
+  evidence_level level = evidence_level::process;
   std::size_t family_size = 0;  // rows the correction ran over
 };
 
+// Several reports of one profile on a side (the same hash, measurement and world size) are
+// pooled: each keeps its processes, so ten one-process runs are ten processes.
 comparison compare_reports(const std::vector<nlohmann::json>& base, const std::vector<nlohmann::json>& candidate,
-                           double threshold_pct, double alpha, bool family_correction = true);
+                           const compare_options& options);
+// What a report measured: "run", "bench-data", "bottleneck-loop" or "bottleneck-ceiling"
+// (reports before the field: "bench-data" when they had no model, else "run").
+std::string measurement_of(const nlohmann::json& report);
+// The data-parallel job's world size, 1 for a one-process run.
+int world_size_of(const nlohmann::json& report);
 // Reads one report or every *.json run report in a folder; throws input_error on unreadable
 // files or a schema version this tool does not know. In a folder, JSON files that are not run
 // reports (bottleneck.json) are left out and named in `skipped` when given.

@@ -46,15 +46,22 @@ std::string pct(double now, double before) {
 std::string md_cell(std::string s) { return replace_all(std::move(s), "|", "\\|"); }
 
 // Whether a step up the ladder is real: its 95% interval and compare's verdict at the default
-// threshold (3%), where both rungs have the windows for one.
-std::string step_interval(const std::vector<double>& before, const std::vector<double>& now) {
-  if (before.empty() || now.empty()) return "";
+// threshold (3%), at the process level (each rung's process medians); where the rungs have too
+// few processes for an interval, what would decide it.
+std::string step_interval(const ladder_rung& before, const ladder_rung& now) {
+  if (before.windows.empty() || now.windows.empty()) return "";
   pair_row row;
-  row.base = before;
-  row.candidate = now;
+  row.base = before.windows;
+  row.base_process = before.processes;
+  row.candidate = now.windows;
+  row.candidate_process = now.processes;
   row = judge(row, 3.0, 0.05);
-  if (!row.interval) return "";
-  char buf[96];
+  char buf[128];
+  if (!row.interval) {
+    std::snprintf(buf, sizeof buf, " %s (%zu vs %zu processes)", to_string(row.result), row.base_units.size(),
+                  row.candidate_units.size());
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, " [%+.1f%%, %+.1f%%] %s", row.interval->low_pct, row.interval->high_pct,
                 to_string(row.result));
   return buf;
@@ -95,7 +102,7 @@ std::string ladder_markdown(const std::vector<ladder_rung>& rungs) {
     const double v = *r.samples_per_s;
     std::snprintf(buf, sizeof buf, "%.1f", v);
     out += "| " + md_cell(r.rung) + " | " + md_cell(r.change) + " | " + buf + noise_flag(r.windows) + " | " +
-           (previous ? pct(v, *previous) + step_interval(previous_rung->windows, r.windows) : "–") + " | " +
+           (previous ? pct(v, *previous) + step_interval(*previous_rung, r) : "–") + " | " +
            (first ? pct(v, *first) : "–") + " | " + as_run_cell(r) + " |\n";
     if (!first) first = v;
     previous = v;

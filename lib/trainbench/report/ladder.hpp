@@ -13,7 +13,7 @@ struct ladder_rung {
   std::string rung, change;             // file stem, description
   std::optional<double> samples_per_s;  // median; empty when the rung failed
   std::string failure;
-  std::vector<double> windows;  // samples/s per measured window: the interval of each step
+  std::vector<double> windows;  // samples/s per measured window
   // What ran differently from what the rung's file (and so its description) says: --set
   // overrides, a device other than the one asked for.
   std::vector<std::string> as_run;
@@ -21,6 +21,7 @@ struct ladder_rung {
   // when they are all of its changes, the rung measured nothing new.
   std::vector<std::string> no_effect;
   bool without_effect = false;
+  std::vector<int> processes;  // the process of each window: a step's test ranks process medians
 };
 
 std::vector<std::string> ladder_profiles(const std::vector<std::string>& inputs);

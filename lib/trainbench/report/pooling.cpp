@@ -23,14 +23,21 @@ std::optional<T> opt_from(const json& j, const char* key) {
 
 json windows_json(const std::vector<window_result>& windows) {
   json out = json::array();
-  for (const auto& w : windows) out.push_back({w.samples, w.elapsed_s, w.samples_per_s});
+  for (const auto& w : windows) out.push_back({w.samples, w.elapsed_s, w.samples_per_s, w.process});
   return out;
 }
 
 std::vector<window_result> windows_from(const json& j) {
   std::vector<window_result> out;
-  for (const auto& w : j) out.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<double>(), w.at(2).get<double>()});
+  for (const auto& w : j)
+    out.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<double>(), w.at(2).get<double>(), w.at(3).get<int>()});
   return out;
+}
+
+// Windows of a round pooled as process `process` (each round is one fresh process).
+std::vector<window_result> as_process(std::vector<window_result> windows, int process) {
+  for (auto& w : windows) w.process = process;
+  return windows;
 }
 
 json dist_json(const dist_result& d) {
@@ -104,7 +111,7 @@ json loader_state_json(const loader_result& l) {
   for (const auto& w : l.windows)
     windows.push_back({w.elapsed_s, w.images, w.fill_s, w.phase_s[0], w.phase_s[1], w.phase_s[2]});
   json skipped = json::array();
-  for (const auto& [path, reason] : l.skipped_files) skipped.push_back({path, reason});
+  for (const auto& f : l.skipped_files) skipped.push_back({f.path, f.reason, f.processes});
   return {{"workers", l.workers},
           {"phases", l.phases},
           {"windows", windows},
@@ -124,32 +131,40 @@ loader_result loader_from(const json& j) {
     for (int k = 0; k < 3; ++k) x.phase_s[k] = w.at(3 + k).get<double>();
     l.windows.push_back(x);
   }
-  for (const auto& f : j.at("skipped_files")) l.skipped_files.emplace_back(f.at(0), f.at(1));
+  for (const auto& f : j.at("skipped_files"))
+    l.skipped_files.push_back({f.at(0).get<std::string>(), f.at(1).get<std::string>(), f.at(2).get<int>()});
   l.replaced_samples = j.at("replaced_samples").get<std::int64_t>();
   return l;
 }
 
-// Every round's loader windows and skipped files; the workers and phases are the profile's, the same each round.
+// Every round's loader windows; a file skipped in several rounds listed once, with how many
+// skipped it. The workers and phases are the profile's, the same each round.
 void pool_loader(std::optional<loader_result>& into, const loader_result& l) {
   if (!into) {
     into = l;
     return;
   }
   append(into->windows, l.windows);
-  append(into->skipped_files, l.skipped_files);
+  for (const auto& f : l.skipped_files) {
+    auto same = std::find_if(into->skipped_files.begin(), into->skipped_files.end(),
+                             [&](const skipped_file_record& g) { return g.path == f.path; });
+    if (same == into->skipped_files.end())
+      into->skipped_files.push_back(f);
+    else
+      same->processes += f.processes;
+  }
   into->replaced_samples += l.replaced_samples;
 }
 
-void pool_dist(dist_result& into, const dist_result& d, std::vector<std::vector<double>>& allreduce_medians) {
+void pool_dist(dist_result& into, const dist_result& d, int process,
+               std::vector<std::vector<double>>& allreduce_medians) {
   const auto ranks = std::move(into.ranks);
   into = d;
   allreduce_medians.resize(std::max(allreduce_medians.size(), d.ranks.size()));
   for (std::size_t r = 0; r < into.ranks.size(); ++r) {
-    if (r < ranks.size()) {
-      std::vector<window_result> windows = ranks[r].windows;
-      append(windows, d.ranks[r].windows);
-      into.ranks[r].windows = std::move(windows);
-    }
+    std::vector<window_result> windows = r < ranks.size() ? ranks[r].windows : std::vector<window_result>{};
+    append(windows, as_process(d.ranks[r].windows, process));
+    into.ranks[r].windows = std::move(windows);
     if (d.ranks[r].allreduce_s_median) allreduce_medians[r].push_back(*d.ranks[r].allreduce_s_median);
     if (!allreduce_medians[r].empty()) into.ranks[r].allreduce_s_median = quantile(allreduce_medians[r], 0.5);
   }
@@ -161,7 +176,10 @@ json run_result_to_json(const run_result& r) {
   json stages = json::object();
   for (const auto& [name, values] : r.stages_s) stages[name] = values;
   const auto& t = r.telemetry;
+  json processes = json::array();
+  for (const auto& c : r.processes) processes.push_back({opt(c.to_first_window_s), opt(c.build_s), opt(c.warmup_s)});
   return {{"windows", windows_json(r.windows)},
+          {"processes", processes},
           {"stages_s", stages},
           {"overlap_shares", r.overlap_shares},
           {"allreduce_span_s", r.allreduce_span_s},
@@ -191,6 +209,11 @@ json run_result_to_json(const run_result& r) {
 run_result run_result_from_json(const json& j) {
   run_result r;
   r.windows = windows_from(j.at("windows"));
+  const auto number_or_null = [](const json& v) {
+    return v.is_null() ? std::optional<double>() : std::optional<double>(v.get<double>());
+  };
+  for (const auto& c : j.at("processes"))
+    r.processes.push_back({number_or_null(c.at(0)), number_or_null(c.at(1)), number_or_null(c.at(2))});
   for (const auto& [name, values] : j.at("stages_s").items()) r.stages_s[name] = values.get<std::vector<double>>();
   r.overlap_shares = j.at("overlap_shares").get<std::vector<double>>();
   r.allreduce_span_s = j.at("allreduce_span_s").get<std::vector<double>>();
@@ -224,15 +247,18 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
   TB_ASSERT(!rounds.empty(), "pooling no rounds");
   run_result out;
   std::vector<std::vector<double>> allreduce_medians;
+  int process = 0;
   for (const auto& r : rounds) {
-    append(out.windows, r.windows);
+    append(out.windows, as_process(r.windows, process));
+    // One entry per round, so windows[i].process indexes the costs of its own process.
+    out.processes.push_back(r.processes.empty() ? process_cost{} : r.processes.front());
     for (const auto& [name, values] : r.stages_s) append(out.stages_s[name], values);
     append(out.overlap_shares, r.overlap_shares);
     append(out.allreduce_span_s, r.allreduce_span_s);
     append(out.allreduce_launched_in_backward, r.allreduce_launched_in_backward);
     if (r.dist) {
       if (!out.dist) out.dist.emplace();
-      pool_dist(*out.dist, *r.dist, allreduce_medians);
+      pool_dist(*out.dist, *r.dist, process, allreduce_medians);
     }
     if (r.loader) pool_loader(out.loader, *r.loader);
     if (!out.loss_first) out.loss_first = r.loss_first;
@@ -248,6 +274,7 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
         larger(out.memory.device_peak_reserved_bytes, r.memory.device_peak_reserved_bytes);
     out.memory.host_peak_rss_bytes = larger(out.memory.host_peak_rss_bytes, r.memory.host_peak_rss_bytes);
     pool_telemetry(out.telemetry, r.telemetry);
+    ++process;
   }
   // The job's scaling efficiency over every round's windows, as one run computes it over its own.
   if (out.dist && out.dist->baseline_samples_per_s && !out.windows.empty()) {

@@ -9,6 +9,7 @@
 
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/measure/variance.hpp"
 #include "trainbench/model/resnet_spec.hpp"
 #include "trainbench/report/gpu_peak.hpp"
 
@@ -142,7 +143,8 @@ json loader_json(const loader_result& l) {
     for (int i = 0; i < 3; ++i) phases[names[i]] = summary_json(per_image[i], "s", false);
   }
   json skipped = json::array();
-  for (const auto& [path, reason] : l.skipped_files) skipped.push_back({{"path", path}, {"reason", reason}});
+  for (const auto& f : l.skipped_files)
+    skipped.push_back({{"path", f.path}, {"reason", f.reason}, {"processes", f.processes}});
   return {{"workers", l.workers},
           {"busy_share", summary_json(busy, "share", false)},
           {"images_per_s", summary_json(rate, "images/s", false)},
@@ -151,12 +153,68 @@ json loader_json(const loader_result& l) {
           {"replaced_samples", l.replaced_samples}};
 }
 
+// The windows by the fresh process that measured them: noise per level (within a process,
+// between processes) and what a process costs before its first window.
+json processes_json(const run_result& r) {
+  std::size_t count = r.processes.size();
+  for (const auto& w : r.windows) count = std::max(count, static_cast<std::size_t>(w.process) + 1);
+  if (count == 0) return nullptr;
+  std::vector<std::vector<double>> by_process(count);
+  std::vector<double> elapsed;
+  for (const auto& w : r.windows) {
+    by_process[static_cast<std::size_t>(w.process)].push_back(w.samples_per_s);
+    elapsed.push_back(w.elapsed_s);
+  }
+  std::vector<double> first_window, build, warmup, medians;
+  const auto keep = [](std::vector<double>& into, const std::optional<double>& v) {
+    if (v) into.push_back(*v);
+  };
+  json per_process = json::array();
+  for (std::size_t i = 0; i < count; ++i) {
+    const process_cost c = i < r.processes.size() ? r.processes[i] : process_cost{};
+    const auto& windows = by_process[i];
+    if (!windows.empty()) medians.push_back(quantile(windows, 0.5));
+    per_process.push_back({{"windows", windows.size()},
+                           {"samples_per_s_median", windows.empty() ? json(nullptr) : json(medians.back())},
+                           {"before_first_window_s", opt(c.to_first_window_s)},
+                           {"build_s", opt(c.build_s)},
+                           {"warmup_s", opt(c.warmup_s)}});
+    keep(first_window, c.to_first_window_s);
+    keep(build, c.build_s);
+    keep(warmup, c.warmup_s);
+  }
+  const auto median_or_null = [](const std::vector<double>& v) {
+    return v.empty() ? json(nullptr) : json(quantile(v, 0.5));
+  };
+  const variance_split split = split_variance(by_process);
+  json out = {{"count", count},
+              {"measured", medians.size()},
+              {"median_of_medians", median_or_null(medians)},
+              {"within_process_cv", opt(split.within_sd)},
+              {"between_process_cv", opt(split.between_sd)},
+              {"icc", opt(split.icc)},
+              {"cost_s",
+               {{"before_first_window", median_or_null(first_window)},
+                {"build", median_or_null(build)},
+                {"warmup", median_or_null(warmup)},
+                {"window", median_or_null(elapsed)}}},
+              {"per_process", per_process}};
+  if (medians.size() < 2)
+    out["note"] = "one process measured: the noise between processes is unknown (measure.processes, run --processes N)";
+  else if (!split.within_sd)
+    out["note"] = "one window per process: the noise within a process and between processes cannot be told apart";
+  return out;
+}
+
 json results_json(const run_result& r) {
   std::vector<double> rates;
   json repeats = json::array();
   for (const auto& w : r.windows) {
     rates.push_back(w.samples_per_s);
-    repeats.push_back({{"samples", w.samples}, {"elapsed_s", w.elapsed_s}, {"samples_per_s", w.samples_per_s}});
+    repeats.push_back({{"samples", w.samples},
+                       {"elapsed_s", w.elapsed_s},
+                       {"samples_per_s", w.samples_per_s},
+                       {"process", w.process}});
   }
   json stages = json::object();
   for (const auto& [name, values] : r.stages_s) stages[name] = summary_json(values, "s", false);
@@ -169,6 +227,7 @@ json results_json(const run_result& r) {
       {"window_batches", r.window_batches},
       {"stopped_by", r.stopped_by},
       {"noise", rates.empty() ? json(nullptr) : json(noise_level(summarize(rates)))},
+      {"processes", processes_json(r)},
       {"stages_s", stages},
       {"h2d_overlap_share", overlap},
       {"memory",
@@ -240,6 +299,7 @@ nlohmann::ordered_json make_report(const report_input& in) {
   return {
       {"schema_version", report_schema_version},
       {"tool", {{"name", in.tool_name}, {"version", tool_version()}, {"git", tool_git()}}},
+      {"measurement", in.measurement},
       {"status", in.status},
       {"error", error},
       {"context",
@@ -268,6 +328,7 @@ nlohmann::ordered_json make_report(const report_input& in) {
        {{"warmup_batches", in.prof.measure.warmup_batches},
         {"measured_batches", in.prof.measure.measured_batches},
         {"repeats", in.prof.measure.repeats},
+        {"processes", in.prof.measure.processes},
         {"max_repeats", in.prof.measure.max_repeats},
         {"target_cv", in.prof.measure.target_cv},
         {"min_window_s", in.prof.measure.min_window_s}}},

@@ -27,6 +27,9 @@ struct context_info {
 
 struct report_input {
   std::string tool_name = "trainbench";
+  // What was measured, part of a report's identity in compare: "run", "bench-data",
+  // "bottleneck-loop" or "bottleneck-ceiling".
+  std::string measurement = "run";
   std::string status = "ok";  // ok | error | interrupted
   std::string error_kind, error_message;
   context_info context;

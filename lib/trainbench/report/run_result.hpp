@@ -13,6 +13,15 @@ struct window_result {
   std::int64_t samples = 0;
   double elapsed_s = 0;
   double samples_per_s = 0;
+  int process = 0;  // the fresh process that measured it, 0-based, in a report pooled from several
+};
+
+// What a fresh process costs before its first measured window (none of it is measured work);
+// empty where the process never got that far.
+struct process_cost {
+  std::optional<double> to_first_window_s;  // from the process's start (exec) to its first measured window
+  std::optional<double> build_s;            // the pipeline: model, data index, buffers, threads, device
+  std::optional<double> warmup_s;           // warmup batches, a CUDA graph's capture, window calibration
 };
 
 struct memory_result {
@@ -54,16 +63,22 @@ struct loader_window {
   double phase_s[3] = {};  // read, decode, crop_resize (with normalize); summed over workers and images
 };
 
+struct skipped_file_record {
+  std::string path, reason;
+  int processes = 1;  // in a pooled report: how many of its processes skipped the file
+};
+
 struct loader_result {
   int workers = 0;      // 0: the training thread fills batches
   bool phases = false;  // per-image phases measured (image folders)
   std::vector<loader_window> windows;
-  std::vector<std::pair<std::string, std::string>> skipped_files;  // data.on_bad_file: skip (path, reason)
+  std::vector<skipped_file_record> skipped_files;  // data.on_bad_file: skip; each file once
   std::int64_t replaced_samples = 0;
 };
 
 struct run_result {
   std::vector<window_result> windows;
+  std::vector<process_cost> processes;                  // one per fresh process; windows[i].process indexes it
   std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
   std::vector<double> overlap_shares;                   // per window, copy stream only
   std::vector<double> allreduce_span_s;                 // per synchronised step: first launch -> last done (Gloo)

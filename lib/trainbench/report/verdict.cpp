@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/measure/variance.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -23,6 +24,19 @@ const char* to_string(verdict v) {
   }
   return "?";
 }
+
+const char* to_string(evidence_level l) { return l == evidence_level::process ? "process" : "window"; }
+
+std::string level_assumption(evidence_level l) {
+  if (l == evidence_level::process)
+    return "tested across processes: each process's median window is one observation, so the noise between "
+           "processes (memory layout, thread placement, kernels chosen, clocks) is part of the test";
+  return "tested across windows: assumes every window independent, which holds only for windows of one process "
+         "(as bottleneck interleaves its two loops); across processes it calls unchanged profiles SLOWER or "
+         "FASTER far more often than alpha";
+}
+
+const char* unit_name(const pair_row& row) { return row.level == evidence_level::process ? "processes" : "windows"; }
 
 std::string format_alpha(double alpha) {
   char buf[32];
@@ -72,54 +86,68 @@ std::optional<double> shrink_to_decide(const pair_row& r, double threshold_pct, 
 }
 
 // An interval's width goes as sqrt(1/n + 1/m): the equal count per side that narrows it enough.
-std::optional<std::size_t> windows_to_decide(const pair_row& r, double threshold_pct, double alpha) {
+std::optional<std::size_t> units_to_decide(const pair_row& r, double threshold_pct, double alpha) {
   if (!r.interval) return std::nullopt;
   const auto shrink = shrink_to_decide(r, threshold_pct, alpha);
   if (!shrink || !(*shrink > 0)) return std::nullopt;
-  const double n = static_cast<double>(r.base.size()), m = static_cast<double>(r.candidate.size());
+  const double n = static_cast<double>(r.base_units.size()), m = static_cast<double>(r.candidate_units.size());
   const double per_side = 2.0 * *shrink * *shrink / (1.0 / n + 1.0 / m);
   if (per_side > 100000) return std::nullopt;
   std::size_t need = static_cast<std::size_t>(std::ceil(per_side));
-  need = std::max(need, std::max(r.base.size(), r.candidate.size()) + 1);
+  need = std::max(need, std::max(r.base_units.size(), r.candidate_units.size()) + 1);
   if (const auto reach = windows_to_reach(alpha / static_cast<double>(r.family_size)))
     need = std::max(need, reach->per_side);
   return need;
 }
 
 std::string decide_words(const pair_row& r) {
-  if (r.windows_to_decide)
-    return "; about " + std::to_string(*r.windows_to_decide) + " windows per side would likely decide it";
-  return "; the change is too close to the threshold for more windows to decide it";
+  const std::string unit = unit_name(r);
+  if (r.to_decide) return "; about " + std::to_string(*r.to_decide) + " " + unit + " per side would likely decide it";
+  return "; the change is too close to the threshold for more " + unit + " to decide it";
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<double> units_of(const std::vector<double>& windows, const std::vector<int>& process,
+                             evidence_level level) {
+  if (level == evidence_level::window) return windows;
+  return process_medians(group_by_process(windows, process));
 }
 
 }  // namespace
 
 pair_row measure_pair(pair_row row, double alpha) {
   TB_ASSERT(!row.base.empty() && !row.candidate.empty(), "a pair without windows on both sides");
-  row.base_median = quantile(row.base, 0.5);
-  row.candidate_median = quantile(row.candidate, 0.5);
+  row.base_units = units_of(row.base, row.base_process, row.level);
+  row.candidate_units = units_of(row.candidate, row.candidate_process, row.level);
+  row.base_median = quantile(row.base_units, 0.5);
+  row.candidate_median = quantile(row.candidate_units, 0.5);
   row.change_pct = 100.0 * (row.candidate_median / row.base_median - 1.0);
-  row.test = mann_whitney_u(row.base, row.candidate);
+  row.test = mann_whitney_u(row.base_units, row.candidate_units);
   row.p_adjusted = row.test.p;
   row.family_size = 1;
-  row.interval = interval_of_change(row.base, row.candidate, 1.0 - alpha);
+  row.interval = interval_of_change(row.base_units, row.candidate_units, 1.0 - alpha);
   return row;
 }
 
 namespace {
 
-// No outcome of n against m windows reaches alpha: say how many would.
-bool too_few_windows(pair_row& row, double alpha) {
-  const std::size_t n = row.base.size(), m = row.candidate.size();
+// No outcome of n against m processes (windows) reaches alpha: say how many would.
+bool too_few_units(pair_row& row, double alpha) {
+  const std::size_t n = row.base_units.size(), m = row.candidate_units.size();
   if (smallest_p(n, m) < alpha) return false;
   row.result = verdict::ambiguous;
-  row.reason = "too few windows (" + std::to_string(n) + " vs " + std::to_string(m) +
+  row.reason = std::string("too few ") + unit_name(row) + " (" + std::to_string(n) + " vs " + std::to_string(m) +
                "): the smallest p they can reach is " + format_p(smallest_p(n, m), alpha) + ", not below " +
                format_alpha(alpha);
   if (const auto reach = windows_to_reach(alpha)) {
-    row.windows_to_decide = reach->per_side;
+    row.to_decide = reach->per_side;
     row.reason += "; " + std::to_string(reach->per_side) + " per side can reach p = " + format_p(reach->p, alpha);
   }
+  if (row.level == evidence_level::process && (row.base.size() > n || row.candidate.size() > m))
+    row.reason += " (their windows are not independent observations: they share their process's luck)";
   return true;
 }
 
@@ -134,16 +162,17 @@ std::string undecided_words(const pair_row& row, double threshold_pct, double al
   if (std::abs(row.change_pct) > threshold_pct && row.test.p < alpha)
     return "p = " + format_p(row.test.p, alpha) + " < " + a + ", but " + format_p(row.p_adjusted, alpha) + " >= " + a +
            " after Holm's correction over " + std::to_string(row.family_size) + " profiles";
-  const double noise_pct = 100.0 * std::max(summarize(row.base).cv, summarize(row.candidate).cv);
+  const double noise_pct = 100.0 * std::max(summarize(row.base_units).cv, summarize(row.candidate_units).cv);
+  const char* noise = row.level == evidence_level::process ? ", process medians' cv %.2g%%)" : ", noise cv %.2g%%)";
   return "the " + interval_words(*row.interval) + " reaches beyond " + threshold_text(threshold_pct) +
-         " (p = " + format_p(row.test.p, alpha) + printf_string(", noise cv %.2g%%)", noise_pct);
+         " (p = " + format_p(row.test.p, alpha) + printf_string(noise, noise_pct);
 }
 
 }  // namespace
 
 pair_row decide(pair_row row, double threshold_pct, double alpha) {
-  row.windows_to_decide.reset();
-  if (too_few_windows(row, alpha)) return row;
+  row.to_decide.reset();
+  if (too_few_units(row, alpha)) return row;
   if (row.p_adjusted < alpha && std::abs(row.change_pct) > threshold_pct) {
     row.result = row.change_pct > 0 ? verdict::faster : verdict::slower;
     row.reason =
@@ -161,7 +190,7 @@ pair_row decide(pair_row row, double threshold_pct, double alpha) {
     row.reason = "the " + interval_words(i) + " lies within " + threshold_text(threshold_pct);
     return row;
   }
-  row.windows_to_decide = windows_to_decide(row, threshold_pct, alpha);
+  row.to_decide = units_to_decide(row, threshold_pct, alpha);
   row.reason = undecided_words(row, threshold_pct, alpha) + decide_words(row);
   return row;
 }
@@ -184,14 +213,16 @@ std::optional<std::string> family_warning(const std::vector<const pair_row*>& ro
   if (rows.size() < 2) return std::nullopt;
   const double first_step = alpha / static_cast<double>(rows.size());
   double best = 1;
-  for (const auto* r : rows) best = std::min(best, smallest_p(r->base.size(), r->candidate.size()));
+  for (const auto* r : rows) best = std::min(best, smallest_p(r->base_units.size(), r->candidate_units.size()));
   if (best < first_step) return std::nullopt;
+  const std::string unit = unit_name(*rows.front());
   std::string out = "with " + std::to_string(rows.size()) + " profiles, Holm's correction needs the smallest p below " +
                     format_alpha(alpha) + "/" + std::to_string(rows.size()) + " = " + format_p(first_step, alpha) +
-                    "; these windows reach p = " + format_p(best, first_step) +
+                    "; these " + unit + " reach p = " + format_p(best, first_step) +
                     " at best, so no profile can be FASTER or SLOWER";
   if (const auto reach = windows_to_reach(first_step))
-    out += "; " + std::to_string(reach->per_side) + " windows per side can reach p = " + format_p(reach->p, first_step);
+    out += "; " + std::to_string(reach->per_side) + " " + unit +
+           " per side can reach p = " + format_p(reach->p, first_step);
   return out + " (or --no-family-correction)";
 }
 

@@ -4,7 +4,12 @@
 //   FASTER / SLOWER  the test rejects "no change" at alpha (after Holm's correction across the
 //                    family of profiles compared) and the measured change exceeds the threshold;
 //   SAME             the change's 1 - alpha interval lies within ±threshold: an equivalence claim;
-//   AMBIGUOUS        neither: the interval reaches beyond the threshold, or too few windows.
+//   AMBIGUOUS        neither: the interval reaches beyond the threshold, or too few processes
+//                    (windows) for the test to reach alpha at all.
+// The unit of evidence is the process by default: windows of one process share its luck
+// (memory layout, thread placement, the kernels chosen, clocks), so the test ranks each
+// process's median window. The window level treats every window as independent, which holds
+// only for windows measured in one process, such as bottleneck's interleaved loops.
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,20 +21,33 @@ namespace trainbench {
 enum class verdict { faster, slower, same, ambiguous };
 const char* to_string(verdict v);
 
+enum class evidence_level { process, window };
+const char* to_string(evidence_level l);  // "process", "window"
+// What a test at this level assumes, for the rows and reports that show it.
+std::string level_assumption(evidence_level l);
+
 struct pair_row {
   std::string name, match;              // match: "hash" or "name"
   std::vector<double> base, candidate;  // samples/s per window
-  double base_median = 0, candidate_median = 0, change_pct = 0;
+  // The process each window came from (parallel to base / candidate; empty: all from one).
+  std::vector<int> base_process, candidate_process;
+  evidence_level level = evidence_level::process;
+  // What the test ranks (set by measure_pair): each process's median window, or the windows.
+  std::vector<double> base_units, candidate_units;
+  double base_median = 0, candidate_median = 0, change_pct = 0;  // medians of the units
   mann_whitney test;
   double p_adjusted = 1;                    // test.p after Holm's correction (test.p in a family of one)
   std::size_t family_size = 1;              // tests the correction ran over (1: none)
   std::optional<change_interval> interval;  // at confidence 1 - alpha
   verdict result = verdict::ambiguous;
   std::string reason;
-  // AMBIGUOUS: windows per side that would likely decide it, if the change stays where it is
-  // (empty when it is too close to the threshold to say).
-  std::optional<std::size_t> windows_to_decide;
+  // AMBIGUOUS: processes (windows, at the window level) per side that would likely decide it,
+  // if the change stays where it is (empty when it is too close to the threshold to say).
+  std::optional<std::size_t> to_decide;
 };
+
+// "processes" or "windows": what the row's counts count.
+const char* unit_name(const pair_row& row);
 
 // The medians, change, test and interval of a row whose base and candidate are set.
 pair_row measure_pair(pair_row row, double alpha);

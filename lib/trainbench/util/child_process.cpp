@@ -84,6 +84,7 @@ child_exit run_self(const std::vector<std::string>& argv, const held_signals& he
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       out.code = exit_code_of(status);
+      if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
       return out;
     }
     const int sig = sigwaitinfo(&held.set(), nullptr);

@@ -30,6 +30,7 @@ bool interrupt_pending(const held_signals& held);
 
 struct child_exit {
   int code = 0;              // the child's exit code; 128 + signal when a signal ended it
+  int signal = 0;            // the signal that ended it; 0 when it exited
   bool interrupted = false;  // SIGINT or SIGTERM reached this process while the child ran
 };
 
