@@ -259,12 +259,12 @@ void climb(std::vector<rung_plan>& plans, const ladder_request& req, held_signal
 int ladder_command(const ladder_request& req) {
   if (req.rounds < 1) throw input_error("ladder: --rounds must be at least 1, got " + std::to_string(req.rounds));
   const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
-  std::string reference_source;
-  const ladder_reference reference = find_reference(req, reference_source);
   const launch_info launch = read_launch(process_environment());
   // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
   const bool writer = launch.rank == 0;
-  std::vector<rung_plan> plans = plan_rungs(req, out);
+  std::vector<rung_plan> plans = plan_rungs(req, out);  // first: a profile that cannot load is listed with the others
+  std::string reference_source;
+  const ladder_reference reference = find_reference(req, reference_source);
   if (writer) check_writable_folder(out, "--out");
   set_log_quiet(req.quiet);
   if (writer) clear_earlier_results(plans);
