@@ -91,6 +91,7 @@ void apply_set(YAML::Node& root, const std::string& assignment, origin_map& orig
   } catch (const YAML::Exception& e) {
     throw config_error(where, key, "value is not valid YAML: " + e.msg);
   }
+  if (auto d = find_duplicate_key(value, key)) throw config_error(where, d->path, duplicate_message(*d));
   const auto parts = split(key, '.');
   YAML::Node overlay = value;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {

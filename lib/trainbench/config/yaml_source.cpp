@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <system_error>
 
 #include "trainbench/util/error.hpp"
@@ -41,6 +42,36 @@ std::string read_text(const fs::path& file, const std::string& where, const std:
 
 }  // namespace
 
+std::optional<duplicate_key> find_duplicate_key(const YAML::Node& node, const std::string& prefix) {
+  if (node.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : node)
+      if (auto d = find_duplicate_key(item, prefix + "[" + std::to_string(i++) + "]")) return d;
+    return std::nullopt;
+  }
+  if (!node.IsMap()) return std::nullopt;
+  std::map<std::string, YAML::Mark> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (it->first.IsScalar()) {
+      const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+      if (!fresh) return duplicate_key{path, first->second, it->first.Mark()};
+    }
+    if (auto d = find_duplicate_key(it->second, path)) return d;
+  }
+  return std::nullopt;
+}
+
+std::string duplicate_message(const duplicate_key& d) {
+  const std::string where =
+      d.first.line != d.second.line
+          ? "lines " + std::to_string(d.first.line + 1) + " and " + std::to_string(d.second.line + 1)
+          : "line " + std::to_string(d.first.line + 1) + ", columns " + std::to_string(d.first.column + 1) + " and " +
+                std::to_string(d.second.column + 1);
+  return "written twice in one mapping, on " + where + "; YAML readers disagree on which one counts: keep one";
+}
+
 YAML::Node parse_yaml_file(const fs::path& file, const std::string& where, const std::string& key) {
   const std::string text = read_text(file, where, key);
   YAML::Node node;
@@ -49,6 +80,8 @@ YAML::Node parse_yaml_file(const fs::path& file, const std::string& where, const
   } catch (const YAML::ParserException& e) {
     throw config_error(place(file.string(), e.mark), "", "invalid YAML: " + e.msg);
   }
+  if (auto d = find_duplicate_key(node))
+    throw config_error(place(file.string(), d->second), d->path, duplicate_message(*d));
   return node;
 }
 
