@@ -108,14 +108,14 @@ TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_
   }
 }
 
-TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the key, nothing run") {
+TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the option and path, nothing run") {
   const auto dir = tbtest::scratch("e2e-trace-bad");
   tbtest::write_text(dir / "file", "x");
-  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --trace '" +
-                                 (dir / "file" / "trace.json").string() + "'");
+  const fs::path trace = dir / "file" / "trace.json";
+  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --trace '" + trace.string() + "'");
   INFO(r.output);
   CHECK(r.code == 2);
-  CHECK(r.output.find("measure.trace") != std::string::npos);
+  CHECK(r.output.find("--trace '" + trace.string() + "'") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "tiny.json"));
 }
 

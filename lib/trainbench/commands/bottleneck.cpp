@@ -11,6 +11,7 @@
 #include "trainbench/util/fs.hpp"
 #include "trainbench/util/interrupt.hpp"
 #include "trainbench/util/log.hpp"
+#include "trainbench/util/text.hpp"
 
 namespace trainbench {
 namespace fs = std::filesystem;
@@ -141,6 +142,11 @@ int bottleneck_command(const bottleneck_request& req) {
     throw input_error("bottleneck runs in one process; start it without torchrun or srun");
   const fs::path out = req.out.empty() ? fs::path("reports/bottleneck") / p.name : fs::path(req.out);
   check_writable_folder(out, "--out");
+  if (!p.measure.trace.empty()) {
+    const std::string what = req.trace.empty() ? "measure.trace" : "--trace";
+    check_writable_file(replace_all(p.measure.trace, "{rank}", "0"), what);
+    check_writable_file(replace_all(ceiling_profile(p, 1).measure.trace, "{rank}", "0"), what);
+  }
   fs::remove(out / "bottleneck.json");  // never leave an earlier verdict beside new reports
   set_log_quiet(req.quiet);
   install_interrupt_handler();
