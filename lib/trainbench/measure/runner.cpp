@@ -99,12 +99,18 @@ void runner::measure_window(int repeat) {
   const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
   if (p_.trace) p_.trace->window_begin(next_batch_, n);
   p_.clock->start_window(n);
-  for (int row = 0; row < n; ++row) {
-    samples += run_batch(row);
-    if (progress_)
-      progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
-                static_cast<std::int64_t>(std::max(m_.repeats, m_.max_repeats)) * n,
-                result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
+  int row = 0;
+  try {
+    for (; row < n; ++row) {
+      samples += run_batch(row);
+      if (progress_)
+        progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
+                  static_cast<std::int64_t>(std::max(m_.repeats, m_.max_repeats)) * n,
+                  result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
+    }
+  } catch (...) {
+    trace_failed_window(row);
+    throw;
   }
   window_times times;
   const double elapsed = p_.clock->finish_window(times);
@@ -117,6 +123,25 @@ void runner::measure_window(int repeat) {
   }
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
   if (!result_.loss_first) read_loss(result_.loss_first);  // no warmup: the first window's last loss
+}
+
+// A window that failed (or was interrupted) after `batches_done` batches: the trace keeps what it
+// recorded up to the failure, when a timeline helps most. The failure in flight is what the
+// run reports, so a second one here (a device that failed cannot be read) must not replace it:
+// the trace then keeps the loader's side alone.
+void runner::trace_failed_window(int batches_done) {
+  if (!p_.trace) return;
+  window_times times;
+  try {
+    p_.clock->finish_window(times);
+  } catch (...) {
+    times = window_times{};
+  }
+  try {
+    p_.trace->window_failed(times, batches_done);
+  } catch (...) {
+    // close() reports a trace that cannot be written.
+  }
 }
 
 // Noise-based stopping (measure.max_repeats): one more window while this run's windows are

@@ -59,6 +59,7 @@ class runner {
   void warmup();
   void calibrate();
   void measure_window(int repeat);
+  void trace_failed_window(int batches_done);
   std::int64_t run_batch(int row);  // returns samples; row: batch within the window, -1 during warmup
   void fetch(int row);
   template <class F>
