@@ -6,6 +6,7 @@
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/commands/common.hpp"
+#include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -69,6 +70,8 @@ int run_rounds(std::array<bottleneck_side, 2>& sides, int rounds) {
     for (int k = 0; k < 2; ++k) {
       bottleneck_side& s = sides[static_cast<std::size_t>(r % 2 == 0 ? k : 1 - k)];
       log_info("round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ": " + s.in.prof.name);
+      // Both sides' runners name their ranges alike: this one says whose turn it is.
+      nvtx_range turn(s.in.prof.measure.nvtx != nvtx_level::off, s.in.prof.name.c_str());
       try {
         s.run->run();
       } catch (...) {
