@@ -1,6 +1,10 @@
 #include "helpers.hpp"
 
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -30,8 +34,62 @@ cli_result run_cli_memory_limited(const std::string& args) {
   return run_shell(std::string(sanitized ? "" : "ulimit -v 16777216 && ") + "\"$TB\" " + args);
 }
 
+namespace {
+
+std::string shell_command(const std::string& script) {
+  return "cd '" + source_dir().string() + "' && TB='" + exe() + "' && (" + script + ") 2>&1";
+}
+
+// In a forked child, before exec (system calls only). Dropped from the bounding and inheritable
+// sets too, or root's exec would hand them back.
+bool drop_read_override() {
+  if (::geteuid() != 0) return true;
+  for (int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH})
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return false;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  const unsigned keep = ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));  // both below 32
+  data[0].effective &= keep;
+  data[0].permitted &= keep;
+  data[0].inheritable &= keep;
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
+constexpr int cannot_drop = 125;
+
+}  // namespace
+
+cli_result run_shell_with_permissions(const std::string& script) {
+  const std::string cmd = shell_command(script);
+  cli_result r;
+  int fds[2];
+  if (::pipe(fds) != 0) return r;
+  const pid_t pid = ::fork();
+  if (pid < 0) return r;
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (!drop_read_override()) ::_exit(cannot_drop);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::array<char, 4096> buf;
+  ssize_t n;
+  while ((n = ::read(fds[0], buf.data(), buf.size())) > 0) r.output.append(buf.data(), static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (r.code == cannot_drop && r.output.empty()) r.code = -1;
+  return r;
+}
+
 cli_result run_shell(const std::string& script) {
-  const std::string cmd = "cd '" + source_dir().string() + "' && TB='" + exe() + "' && (" + script + ") 2>&1";
+  const std::string cmd = shell_command(script);
   cli_result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;

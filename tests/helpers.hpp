@@ -24,6 +24,10 @@ constexpr const char* too_big_for_this_machine =
     " --set data.image_size=8192 --set train.batch_size=400 --set data.samples=400";
 // Runs a shell script from the source tree; $TB is the executable under test.
 cli_result run_shell(const std::string& script);
+// The same where file permissions hold: as root, in a child without CAP_DAC_OVERRIDE and
+// CAP_DAC_READ_SEARCH (with them root reads a file of mode 000). code is -1 where this process
+// cannot give them up (root without CAP_SETPCAP).
+cli_result run_shell_with_permissions(const std::string& script);
 // A fresh, empty folder under the build tree for one test.
 std::filesystem::path scratch(const std::string& name);
 std::filesystem::path source_dir();

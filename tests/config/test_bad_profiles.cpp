@@ -67,9 +67,15 @@ TEST_CASE("bad profiles exit 2, name the key and write no report") {
   for (const auto& c : cases) {
     const fs::path file = dir / ("bad" + std::to_string(i++) + ".yaml");
     const fs::path report = dir / "report.json";
-    // A small valid base so only the line under test is wrong.
-    tbtest::write_text(file,
-                       std::string("name: bad\ndevice: cpu\ndata: {source: synthetic, image_size: 16}\n") + c.yaml);
+    // A small valid base so only the line under test is wrong; a block the case writes replaces
+    // the base's (a key written twice is an error of its own).
+    std::string text;
+    for (const std::string line : {"name: bad\n", "device: cpu\n", "data: {source: synthetic, image_size: 16}\n"}) {
+      const std::string key = line.substr(0, line.find(':') + 1);
+      const std::string yaml = std::string("\n") + c.yaml;
+      if (yaml.find("\n" + key) == std::string::npos) text += line;
+    }
+    tbtest::write_text(file, text + c.yaml);
     const auto r = tbtest::run_cli("run --config '" + file.string() + "' --out '" + report.string() + "'");
     INFO(c.yaml << "\n" << r.output);
     CHECK(r.code == 2);

@@ -36,6 +36,41 @@ TEST_CASE("an --out that cannot be written is refused before anything runs") {
   CHECK(neck.code == 2);
 }
 
+// /proc lets root past access() and every permission, yet nothing can be made in it: only
+// making the folder and writing a file there shows that the run could not write its output.
+TEST_CASE("every output path is made and test-written before anything runs; a refusal names it, leaves nothing") {
+  const auto dir = tbtest::scratch("tour-outputs");
+  const std::string p = "'" + tbtest::tiny_profile(dir) + "'";
+  const std::string beside = " --out '" + (dir / "b").string() + "'";
+  const std::pair<std::string, std::string> cases[] = {
+      {"run -c " + p + " --out /proc/nope/r.json", "--out '/proc/nope/r.json'"},
+      {"run -c " + p + " --set report.path=/proc/nope/r.json", "report.path '/proc/nope/r.json'"},
+      {"run -c " + p + " --out '/proc/nope/r-{rank}.json'", "--out '/proc/nope/r-0.json'"},
+      {"run -c " + p + " --trace /proc/nope/t.json", "--trace '/proc/nope/t.json'"},
+      {"run -c " + p + " --set measure.trace=/proc/self/t.json", "measure.trace '/proc/self/t.json'"},
+      {"run -c " + p + " --save-weights /proc/nope/w.pt", "--save-weights '/proc/nope/w.pt'"},
+      {"bench-data -c " + p + " --out /proc/nope/r.json", "--out '/proc/nope/r.json'"},
+      {"bottleneck -c " + p + " --out /proc/nope", "--out '/proc/nope'"},
+      {"bottleneck -c " + p + beside + " --trace /proc/nope/t.json", "--trace '/proc/nope/t.json'"},
+      {"ladder " + p + " --out /proc/nope", "--out '/proc/nope'"},
+  };
+  for (const auto& [args, named] : cases) {
+    const auto r = tbtest::run_cli(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(named) != std::string::npos);
+    CHECK(r.output.find("warmup") == std::string::npos);  // nothing ran
+  }
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+  // The folders made for the check go again when a deeper part cannot be made.
+  const fs::path deep = dir / "new" / "deeper" / std::string(300, 'x') / "r.json";
+  const auto r = tbtest::run_cli("run -c " + p + " --out '" + deep.string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--out '" + deep.string() + "'") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "new"));
+}
+
 TEST_CASE("a misspelt command gets a suggestion, and bench-data refuses options it would ignore") {
   auto r = tbtest::run_cli("rn -c configs/quickstart.yaml");
   CHECK(r.code == 2);

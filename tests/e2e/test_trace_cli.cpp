@@ -2,6 +2,7 @@
 // loader's lanes, and the timeline chart drawn from it.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <set>
 
 #include "helpers.hpp"
 #include "trace_checks.hpp"
@@ -108,14 +109,66 @@ TEST_CASE("bench-data --trace on an image folder: fills with read, decode, crop_
   }
 }
 
-TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the key, nothing run") {
+// A failure is when a user most needs the timeline: the trace keeps every batch up to it.
+TEST_CASE("a run that fails inside its first window keeps the batches before the failure in the trace") {
+  const auto dir = tbtest::scratch("e2e-trace-failed");
+  const auto made = tbtest::run_cli("make-dataset imagefolder --out '" + (dir / "ds").string() +
+                                    "' --classes 2 --per-class 6 --seed 3");
+  REQUIRE(made.code == 0);
+  // Unshuffled, the files come in name order, 4 to a batch: the tenth is in batch 2.
+  const fs::path bad = dir / "ds/train/class_0001/class_0001_000003.JPEG";
+  REQUIRE(fs::exists(bad));
+  fs::resize_file(bad, fs::file_size(bad) / 3);
+  tbtest::write_text(dir / "folder.yaml",
+                     "name: folder\ndevice: cpu\nseed: 1\nthreads: 1\nmodel: {num_classes: 2}\n"
+                     "data: {source: imagefolder, path: '" +
+                         (dir / "ds").string() +
+                         "', image_size: 32, workers: 0, shuffle: false}\ntrain: {batch_size: 4}\n"
+                         "measure: {warmup_batches: 0, measured_batches: 3, repeats: 2, nvtx: off}\n"
+                         "report: {path: '" +
+                         (dir / "folder.json").string() + "'}\n");
+  const fs::path trace = dir / "trace.json";
+  const auto r =
+      tbtest::run_cli("run --config '" + (dir / "folder.yaml").string() + "' --trace '" + trace.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 2);  // bad input found mid-run
+  REQUIRE(r.output.find(bad.string()) != std::string::npos);
+  const auto json = tbtest::read_json(trace);
+  const auto f = tbtest::check_trace(json);
+  INFO(errors_of(f));
+  CHECK(f.errors.empty());
+  const auto& other = json.at("otherData");
+  CHECK(other.at("status") == "error");
+  CHECK(other.at("windows") == 0);  // as the report: no window finished
+  CHECK(other.at("incomplete_windows") == 1);
+  CHECK(tbtest::read_json(dir / "folder.json").at("results").at("repeats").empty());
+  // The window, marked as cut short, and its two finished batches with their stages.
+  int windows = 0;
+  std::set<long long> batches;
+  for (const auto& e : json.at("traceEvents")) {
+    if (e.value("cat", "") == "window") {
+      ++windows;
+      CHECK(e.at("name") == "measured window (incomplete)");
+      CHECK(e.at("args").at("batches_done") == 2);
+      CHECK(e.at("args").at("batches") == 3);
+    }
+    if (e.value("name", "") == "batch" && e.value("cat", "") == "stage")
+      batches.insert(e.at("args").at("batch").get<long long>());
+  }
+  CHECK(windows == 1);
+  CHECK(batches == std::set<long long>{0, 1});
+  CHECK(f.stage_n.at("forward") == 2);
+  CHECK(f.stage_n.at("optimizer") == 2);
+}
+
+TEST_CASE("run with --trace to a path that cannot be written: exit 2 naming the option and path, nothing run") {
   const auto dir = tbtest::scratch("e2e-trace-bad");
   tbtest::write_text(dir / "file", "x");
-  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --trace '" +
-                                 (dir / "file" / "trace.json").string() + "'");
+  const fs::path trace = dir / "file" / "trace.json";
+  const auto r = tbtest::run_cli("run --config '" + tbtest::tiny_profile(dir) + "' --trace '" + trace.string() + "'");
   INFO(r.output);
   CHECK(r.code == 2);
-  CHECK(r.output.find("measure.trace") != std::string::npos);
+  CHECK(r.output.find("--trace '" + trace.string() + "'") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "tiny.json"));
 }
 

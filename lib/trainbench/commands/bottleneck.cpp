@@ -6,11 +6,13 @@
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/commands/common.hpp"
+#include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
 #include "trainbench/util/interrupt.hpp"
 #include "trainbench/util/log.hpp"
+#include "trainbench/util/text.hpp"
 
 namespace trainbench {
 namespace fs = std::filesystem;
@@ -68,6 +70,8 @@ int run_rounds(std::array<bottleneck_side, 2>& sides, int rounds) {
     for (int k = 0; k < 2; ++k) {
       bottleneck_side& s = sides[static_cast<std::size_t>(r % 2 == 0 ? k : 1 - k)];
       log_info("round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ": " + s.in.prof.name);
+      // Both sides' runners name their ranges alike: this one says whose turn it is.
+      nvtx_range turn(s.in.prof.measure.nvtx != nvtx_level::off, s.in.prof.name.c_str());
       try {
         s.run->run();
       } catch (...) {
@@ -141,6 +145,11 @@ int bottleneck_command(const bottleneck_request& req) {
     throw input_error("bottleneck runs in one process; start it without torchrun or srun");
   const fs::path out = req.out.empty() ? fs::path("reports/bottleneck") / p.name : fs::path(req.out);
   check_writable_folder(out, "--out");
+  if (!p.measure.trace.empty()) {
+    const std::string what = req.trace.empty() ? "measure.trace" : "--trace";
+    check_writable_file(replace_all(p.measure.trace, "{rank}", "0"), what);
+    check_writable_file(replace_all(ceiling_profile(p, 1).measure.trace, "{rank}", "0"), what);
+  }
   fs::remove(out / "bottleneck.json");  // never leave an earlier verdict beside new reports
   set_log_quiet(req.quiet);
   install_interrupt_handler();

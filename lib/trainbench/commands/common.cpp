@@ -245,7 +245,7 @@ std::optional<pipeline> build_for_report(const loaded_profile& lp, const profile
 
 int close_trace(trace_recorder& trace, report_input& in, int code) {
   try {
-    trace.close();
+    trace.close(in.status);
     log_info("trace written to " + trace.path());
   } catch (...) {
     if (code == exit_code::ok) code = record_failure(in);

@@ -187,11 +187,11 @@ ladder_reference find_reference(const ladder_request& req, std::string& source) 
 int ladder_command(const ladder_request& req) {
   if (req.rounds < 1) throw input_error("ladder: --rounds must be at least 1, got " + std::to_string(req.rounds));
   const fs::path out = req.out.empty() ? default_out(req.inputs) : fs::path(req.out);
-  std::string reference_source;
-  const ladder_reference reference = find_reference(req, reference_source);
   // Under torchrun or srun every rank climbs the ladder; rank 0 alone writes reports and the table.
   const bool writer = read_launch(process_environment()).rank == 0;
-  std::vector<rung_plan> plans = plan_rungs(req, out);
+  std::vector<rung_plan> plans = plan_rungs(req, out);  // first: a profile that cannot load is listed with the others
+  std::string reference_source;
+  const ladder_reference reference = find_reference(req, reference_source);
   if (writer) check_writable_folder(out, "--out");
   set_log_quiet(req.quiet);
 

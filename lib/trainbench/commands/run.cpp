@@ -1,5 +1,4 @@
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 
 #include "trainbench/commands/commands.hpp"
@@ -15,7 +14,6 @@
 #include "trainbench/util/text.hpp"
 
 namespace trainbench {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -73,6 +71,23 @@ void record_process_cost(run_result& r, std::optional<double> build_s) {
   r.processes.front().build_s = build_s;
 }
 
+// The file this rank writes for an output path: {rank} becomes the rank; without it, rank 0
+// alone writes (`all_ranks`: every rank, to the same name). Empty: this rank writes none.
+std::string rank_file(const std::string& path, int rank, bool all_ranks = false) {
+  if (path.empty() || (rank != 0 && !all_ranks && path.find("{rank}") == std::string::npos)) return "";
+  return replace_all(path, "{rank}", std::to_string(rank));
+}
+
+// Every file the run will write, checked before anything runs (a measurement of minutes must
+// not end in a path that cannot be written).
+void check_outputs(const run_request& req, const profile& p, int rank, const std::string& report_path) {
+  if (!report_path.empty()) check_writable_file(report_path, req.out.empty() ? "report.path" : "--out");
+  const std::string trace = rank_file(p.measure.trace, rank);
+  if (!trace.empty()) check_writable_file(trace, req.trace.empty() ? "measure.trace" : "--trace");
+  const std::string weights = rank_file(req.save_weights, rank, true);
+  if (!weights.empty()) check_writable_file(weights, "--save-weights");
+}
+
 }  // namespace
 
 int run_command(const run_request& req) {
@@ -93,10 +108,9 @@ int run_command(const run_request& req) {
   bo.launch = read_launch(process_environment());
   // In a data-parallel job rank 0 writes the report; the others only where the path has {rank}.
   const std::string path_template = req.out.empty() ? report_path_for(p, req.data_only) : req.out;
-  const std::string report_path = replace_all(path_template, "{rank}", std::to_string(bo.launch.rank));
-  const bool writes_report = bo.launch.rank == 0 || path_template.find("{rank}") != std::string::npos;
-  if (writes_report)
-    check_writable_folder(fs::path(report_path).parent_path(), req.out.empty() ? "report.path" : "--out");
+  const std::string report_path = rank_file(path_template, bo.launch.rank);
+  const bool writes_report = !report_path.empty();
+  check_outputs(req, p, bo.launch.rank, report_path);
   std::optional<double> baseline;
   if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, p);
   set_log_quiet(req.quiet || bo.launch.rank != 0);

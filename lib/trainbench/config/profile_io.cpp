@@ -8,6 +8,7 @@
 #include <set>
 
 #include "trainbench/config/bounds.hpp"
+#include "trainbench/config/yaml_source.hpp"
 #include "trainbench/model/resnet_spec.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/text.hpp"
@@ -53,22 +54,9 @@ YAML::Node merge(const YAML::Node& base, const YAML::Node& overlay) {
   return out;
 }
 
-YAML::Node parse_file(const fs::path& file) {
-  try {
-    return YAML::LoadFile(file.string());
-  } catch (const YAML::ParserException& e) {
-    origin o{file.string(), e.mark.line, e.mark.column};
-    throw config_error(o.text(), "", "invalid YAML: " + e.msg);
-  }
-}
-
 YAML::Node load_chain(const fs::path& file, const origin& referrer, std::vector<std::string>& chain,
                       origin_map& origins) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    throw config_error(referrer.text(), referrer.line < 0 ? "" : "extends",
-                       "profile file '" + file.string() + "' does not exist");
-  }
+  YAML::Node node = parse_yaml_file(file, referrer.text(), referrer.line < 0 ? "" : "extends");
   const std::string canonical = fs::weakly_canonical(file).string();
   for (const auto& seen : chain) {
     if (seen == canonical) {
@@ -76,7 +64,6 @@ YAML::Node load_chain(const fs::path& file, const origin& referrer, std::vector<
     }
   }
   chain.push_back(canonical);
-  YAML::Node node = parse_file(file);
   if (node.IsNull()) node = YAML::Node(YAML::NodeType::Map);
   if (!node.IsMap()) throw config_error(file.string(), "", "the top level of a profile must be a mapping");
 
@@ -104,6 +91,7 @@ void apply_set(YAML::Node& root, const std::string& assignment, origin_map& orig
   } catch (const YAML::Exception& e) {
     throw config_error(where, key, "value is not valid YAML: " + e.msg);
   }
+  if (auto d = find_duplicate_key(value, key)) throw config_error(where, d->path, duplicate_message(*d));
   const auto parts = split(key, '.');
   YAML::Node overlay = value;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {

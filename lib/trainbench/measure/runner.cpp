@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/stats.hpp"
@@ -101,22 +102,37 @@ void runner::calibrate() {
 }
 
 void runner::measure_window(int repeat) {
-  nvtx_range range(batch_ranges_, "measured window", repeat);
   const int n = window_batches_;
   std::int64_t samples = 0;
   if (p_.group) p_.group->barrier();  // every rank's window starts together
   const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
   if (p_.trace) p_.trace->window_begin(next_batch_, n);
-  p_.clock->start_window(n);
-  for (int row = 0; row < n; ++row) {
-    samples += run_batch(row);
-    if (progress_)
-      progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
-                static_cast<std::int64_t>(std::max(m_.repeats, m_.max_repeats)) * n,
-                result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
-  }
   window_times times;
-  const double elapsed = p_.clock->finish_window(times);
+  double elapsed = 0;
+  int row = 0;
+  std::exception_ptr failure;
+  {
+    // The range holds what the window's time counts, nothing before or after it; numbered as
+    // the report's windows (results.repeats), also when run() is called again.
+    nvtx_range range(batch_ranges_, "measured window", static_cast<long long>(result_.windows.size()));
+    p_.clock->start_window(n);
+    try {
+      for (; row < n; ++row) {
+        samples += run_batch(row);
+        if (progress_)
+          progress_("measure", static_cast<std::int64_t>(repeat) * n + row + 1,
+                    static_cast<std::int64_t>(std::max(m_.repeats, m_.max_repeats)) * n,
+                    result_.windows.empty() ? 0.0 : result_.windows.back().samples_per_s);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!failure) elapsed = p_.clock->finish_window(times);
+  }
+  if (failure) {
+    trace_failed_window(row);
+    std::rethrow_exception(failure);
+  }
   if (p_.trace) p_.trace->window_end(times);
   result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
   if (p_.loader) record_loader(p_.loader->load_counts() - loaded_before, elapsed);
@@ -126,6 +142,25 @@ void runner::measure_window(int repeat) {
   }
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
   if (!result_.loss_first) read_loss(result_.loss_first);  // no warmup: the first window's last loss
+}
+
+// A window that failed (or was interrupted) after `batches_done` batches: the trace keeps what it
+// recorded up to the failure, when a timeline helps most. The failure in flight is what the
+// run reports, so a second one here (a device that failed cannot be read) must not replace it:
+// the trace then keeps the loader's side alone.
+void runner::trace_failed_window(int batches_done) {
+  if (!p_.trace) return;
+  window_times times;
+  try {
+    p_.clock->finish_window(times);
+  } catch (...) {
+    times = window_times{};
+  }
+  try {
+    p_.trace->window_failed(times, batches_done);
+  } catch (...) {
+    // close() reports a trace that cannot be written.
+  }
 }
 
 // Noise-based stopping (measure.max_repeats): one more window while this run's windows are
@@ -141,9 +176,10 @@ bool runner::more_windows(std::size_t first, int done) {
   return noisy && done < m_.max_repeats;
 }
 
+// `batch` numbers the stage's NVTX range: the batch it serves (data_wait, h2d: the one fetched).
 template <class F>
-void runner::timed(stage_id s, int row, F&& work) {
-  nvtx_range range(stage_ranges_, stage_name(s), next_batch_ - 1);
+void runner::timed(stage_id s, int row, std::int64_t batch, F&& work) {
+  nvtx_range range(stage_ranges_, stage_name(s), batch);
   if (row >= 0) p_.clock->begin(s, row);
   work();
   if (row >= 0) p_.clock->end(s, row);
@@ -154,10 +190,10 @@ void runner::fetch(int row) {
   const host_batch* batch = nullptr;
   {
     nvtx_range range(batch_ranges_, "__next__", submitted_);
-    timed(stage_id::data_wait, row, [&] { batch = &p_.loader->next(); });
+    timed(stage_id::data_wait, row, submitted_, [&] { batch = &p_.loader->next(); });
   }
   nvtx_range range(batch_ranges_, "copy data", submitted_);
-  timed(stage_id::h2d, row, [&] { p_.transfer->submit(*batch, *p_.loader); });
+  timed(stage_id::h2d, row, submitted_, [&] { p_.transfer->submit(*batch, *p_.loader); });
   ++submitted_;
 }
 
@@ -173,22 +209,22 @@ std::int64_t runner::run_batch(int row) {
     while (submitted_ <= ahead) fetch(submitted_ == ahead ? row : -1);
     batch = p_.transfer->take();
   }
-  if (p_.preprocess) timed(stage_id::preprocess, row, [&] { batch.images = (*p_.preprocess)(batch.images); });
+  if (p_.preprocess) timed(stage_id::preprocess, row, index, [&] { batch.images = (*p_.preprocess)(batch.images); });
   if (p_.step) {
     {
       nvtx_range fwd(batch_ranges_, "forward", index);
-      timed(stage_id::forward, row, [&] { p_.step->forward(batch); });
+      timed(stage_id::forward, row, index, [&] { p_.step->forward(batch); });
     }
     nvtx_range bwd(batch_ranges_, "backward", index);
     if (!p_.step->fused()) {
       if (p_.sync) p_.sync->begin_backward();
-      timed(stage_id::backward, row, [&] { p_.step->backward(); });
+      timed(stage_id::backward, row, index, [&] { p_.step->backward(); });
       if (p_.sync) {
         bool synced = false;
-        timed(stage_id::allreduce, row, [&] { synced = p_.sync->finish(); });
+        timed(stage_id::allreduce, row, index, [&] { synced = p_.sync->finish(); });
         if (synced && row >= 0) record_sync();
       }
-      timed(stage_id::optimizer, row, [&] { p_.step->optimizer_step(); });
+      timed(stage_id::optimizer, row, index, [&] { p_.step->optimizer_step(); });
     }
   }
   if (p_.transfer) p_.transfer->step_done();

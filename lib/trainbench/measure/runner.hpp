@@ -59,10 +59,11 @@ class runner {
   void warmup();
   void calibrate();
   void measure_window(int repeat);
+  void trace_failed_window(int batches_done);
   std::int64_t run_batch(int row);  // returns samples; row: batch within the window, -1 during warmup
   void fetch(int row);
   template <class F>
-  void timed(stage_id s, int row, F&& work);
+  void timed(stage_id s, int row, std::int64_t batch, F&& work);
   void read_loss(std::optional<double>& into);
   bool more_windows(std::size_t first, int done);
   void record_sync();

@@ -84,6 +84,7 @@ struct trace_recorder::out_event {
   std::int64_t batch = -1;      // args.batch (flows: the id)
   std::int64_t for_batch = -1;  // data_wait, h2d: the batch whose data they fetch or copy
   int slot = -1;
+  int done = -1;              // windows: the batches that finished
   const char* key = nullptr;  // counters: the series
   double value = 0;
 };
@@ -237,11 +238,19 @@ void trace_recorder::window_begin(std::int64_t first_batch, int batches) {
   window_begin_ns_ = steady_now_ns();
 }
 
-void trace_recorder::window_end(const window_times& times) {
+void trace_recorder::window_end(const window_times& times) { write_window(times, options_.measured_batches); }
+
+void trace_recorder::window_failed(const window_times& times, int batches_done) {
+  write_window(times, std::min(batches_done, options_.measured_batches));
+}
+
+void trace_recorder::write_window(const window_times& times, int batches_done) {
+  const bool complete = batches_done >= options_.measured_batches;
   const std::int64_t end_ns = steady_now_ns();
   const std::int64_t last = first_batch_ + options_.measured_batches - 1;
   wanted_from_.store(last + 1, std::memory_order_relaxed);
   for (auto& r : rings_) lost_ += r->drain(pending_);
+  if (!complete) drop_unfilled_phases();
   events_.clear();
   std::fill(fill_of_.begin(), fill_of_.end(), nullptr);
   std::fill(taken_of_.begin(), taken_of_.end(), nullptr);
@@ -250,10 +259,11 @@ void trace_recorder::window_end(const window_times& times) {
   out_event w;
   w.ts = window_begin_ns_;
   w.dur = end_ns - window_begin_ns_;
-  w.name = "measured window";
+  w.name = complete ? "measured window" : "measured window (incomplete)";
   w.cat = "window";
   w.batch = first_batch_;
   w.slot = static_cast<int>(window_);
+  w.done = batches_done;
   w.value = static_cast<double>(times.calibration_ns) / 1000.0;
   events_.push_back(w);
   collect_stage_spans(times);
@@ -266,7 +276,22 @@ void trace_recorder::window_end(const window_times& times) {
   flush_events();
   last_window_begin_ns_ = window_begin_ns_;
   last_window_end_ns_ = end_ns;
-  ++window_;
+  ++(complete ? window_ : incomplete_);
+}
+
+// Phases of a fill that did not finish (a worker still at it, or a failure that cut it short)
+// have no fill span to sit in.
+void trace_recorder::drop_unfilled_phases() {
+  std::vector<std::int64_t> filled;
+  for (const load_event& e : pending_)
+    if (e.kind == load_event::fill) filled.push_back(e.batch);
+  std::sort(filled.begin(), filled.end());
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [&](const load_event& e) {
+                                  return e.kind == load_event::phase &&
+                                         !std::binary_search(filled.begin(), filled.end(), e.batch);
+                                }),
+                 pending_.end());
 }
 
 void trace_recorder::collect_stage_spans(const window_times& times) {
@@ -400,8 +425,9 @@ void trace_recorder::flush_events() {
       fmt::format_to(std::back_inserter(text_), ",\"id\":{}{}", e.batch, e.ph == 'f' ? ",\"bp\":\"e\"" : "");
     } else if (std::strcmp(e.cat, "window") == 0) {
       fmt::format_to(std::back_inserter(text_),
-                     ",\"args\":{{\"window\":{},\"first_batch\":{},\"batches\":{},\"calibration_us\":{}}}", e.slot,
-                     e.batch, options_.measured_batches, e.value);
+                     ",\"args\":{{\"window\":{},\"first_batch\":{},\"batches\":{},\"batches_done\":{},"
+                     "\"calibration_us\":{}}}",
+                     e.slot, e.batch, options_.measured_batches, e.done, e.value);
     } else if (e.for_batch >= 0) {
       fmt::format_to(std::back_inserter(text_), ",\"args\":{{\"batch\":{},\"for_batch\":{}}}", e.batch, e.for_batch);
     } else if (e.slot >= 0) {
@@ -416,20 +442,16 @@ void trace_recorder::flush_events() {
   text_.clear();  // keeps its capacity for the next window
 }
 
-void trace_recorder::close() {
+void trace_recorder::close(const std::string& status) {
   if (closed_ || !file_) return;
   // Prefetched fills still pending that ran inside the last window: the workers' side of it.
   events_.clear();
   for (auto& r : rings_) r->drain(pending_);
-  // A worker may still be filling a batch: its phases so far are here, its fill is not.
-  std::vector<std::int64_t> filled;
-  for (const load_event& e : pending_)
-    if (e.kind == load_event::fill) filled.push_back(e.batch);
-  std::sort(filled.begin(), filled.end());
+  drop_unfilled_phases();  // a worker may still be filling a batch: its phases so far are here, its fill is not
   for (const load_event& e : pending_) {
     const bool in_last_window = e.begin_ns < last_window_end_ns_ && e.end_ns > last_window_begin_ns_;
-    if (window_ == 0 || !in_last_window || e.kind == load_event::ready || e.kind == load_event::taken) continue;
-    if (e.kind == load_event::phase && !std::binary_search(filled.begin(), filled.end(), e.batch)) continue;
+    if (window_ + incomplete_ == 0 || !in_last_window || e.kind == load_event::ready || e.kind == load_event::taken)
+      continue;
     out_event o = load_span(e);
     o.name = e.kind == load_event::fill   ? "fill"
              : e.kind == load_event::wait ? "slot_wait"
@@ -441,11 +463,11 @@ void trace_recorder::close() {
   flush_events();
   fmt::format_to(std::back_inserter(text_),
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"trace_end\",\"args\":{{}}}}\n],\n"
-                 "\"otherData\":{{\"tool\":\"trainbench\",\"format\":1,\"rank\":{},\"windows\":{},"
-                 "\"measured_batches\":{},\"loader_workers\":{},\"lost_events\":{},\"lost_telemetry_samples\":{},"
-                 "\"steady_clock_origin_ns\":{}}}}}\n",
-                 options_.rank, training_tid, options_.rank, window_, options_.measured_batches, options_.workers,
-                 lost_, lost_samples_, origin_ns_);
+                 "\"otherData\":{{\"tool\":\"trainbench\",\"format\":1,\"status\":\"{}\",\"rank\":{},"
+                 "\"windows\":{},\"incomplete_windows\":{},\"measured_batches\":{},\"loader_workers\":{},"
+                 "\"lost_events\":{},\"lost_telemetry_samples\":{},\"steady_clock_origin_ns\":{}}}}}\n",
+                 options_.rank, training_tid, status, options_.rank, window_, incomplete_, options_.measured_batches,
+                 options_.workers, lost_, lost_samples_, origin_ns_);
   const bool written = std::fwrite(text_.data(), 1, text_.size(), file_) == text_.size();
   const bool flushed = std::fclose(file_) == 0;
   file_ = nullptr;

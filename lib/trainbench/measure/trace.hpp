@@ -72,8 +72,12 @@ class trace_recorder final : public load_sink {
   // the loader's: batch i carries the loader's batch i).
   void window_begin(std::int64_t first_batch, int batches);
   void window_end(const window_times& times);
-  // Writes the rest and moves the file into place.
-  void close();
+  // The window failed or was interrupted after `batches_done` of its batches: what it recorded up
+  // to then is written, under a span named "measured window (incomplete)".
+  void window_failed(const window_times& times, int batches_done);
+  // Writes the rest and moves the file into place; `status` is the run's ("ok", "error",
+  // "interrupted"), for otherData.
+  void close(const std::string& status = "ok");
   const std::string& path() const { return options_.path; }
   std::size_t lost_events() const { return lost_; }
 
@@ -84,6 +88,8 @@ class trace_recorder final : public load_sink {
   int tid_of_worker(int worker) const;
   out_event load_span(const load_event& e) const;
   void resize_window(int batches);
+  void write_window(const window_times& times, int batches_done);
+  void drop_unfilled_phases();
   void write_header();
   void name_thread(int tid, const std::string& name);
   void collect_stage_spans(const window_times& times);
@@ -108,7 +114,8 @@ class trace_recorder final : public load_sink {
   std::vector<const load_event*> fill_of_, taken_of_;
   std::vector<const stage_span*> batch_of_;
   int lookahead_ = 0;
-  std::int64_t first_batch_ = 0, window_ = 0, window_begin_ns_ = 0;
+  std::int64_t first_batch_ = 0, window_begin_ns_ = 0;
+  std::int64_t window_ = 0, incomplete_ = 0;  // windows written: complete, and the one a failure cut short
   std::int64_t last_window_begin_ns_ = 0, last_window_end_ns_ = 0;
   std::size_t lost_ = 0, lost_samples_ = 0;
   // Events of batches from here on belong to a window: overwriting one in a full ring loses it.

@@ -1,5 +1,6 @@
 #include "trainbench/util/fs.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "trainbench/util/error.hpp"
 
@@ -43,19 +45,70 @@ std::string read_text_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-void check_writable_folder(const std::filesystem::path& folder, const std::string& what) {
+namespace {
+
+void remove_made(const std::vector<std::filesystem::path>& made) {
+  std::error_code ec;
+  for (auto it = made.rbegin(); it != made.rend(); ++it) std::filesystem::remove(*it, ec);  // only if empty
+}
+
+// Writes and removes a file in `folder`: only doing it shows that it works (a read-only mount, a
+// folder of /proc, a full disk, permissions that root ignores in access() but not in mkdir).
+std::string write_test(const std::filesystem::path& folder) {
+  const std::filesystem::path probe = folder / (".trainbench-write-test." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  const bool written = ::write(fd, "x", 1) == 1;
+  const int write_errno = errno;
+  const bool closed = ::close(fd) == 0;
+  const int close_errno = errno;
+  ::unlink(probe.c_str());
+  if (!written) return std::strerror(write_errno);
+  if (!closed) return std::strerror(close_errno);
+  return "";
+}
+
+void check_folder(const std::filesystem::path& folder, const std::string& where) {
   namespace fs = std::filesystem;
   const fs::path target = folder.empty() ? fs::path(".") : folder;
+  std::vector<fs::path> missing;  // innermost first
   fs::path existing = target;
   std::error_code ec;
-  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path()) {
+    missing.push_back(existing);
     existing = existing.parent_path();
-  if (!fs::exists(existing, ec)) existing = ".";
-  const std::string where = what + " '" + target.string() + "': ";
-  if (!fs::is_directory(existing, ec))
+  }
+  if (!fs::exists(existing, ec))
+    missing.push_back(existing);  // a relative path's first part: made in the working directory
+  else if (!fs::is_directory(existing, ec))
     throw input_error(where + "cannot create a folder there: '" + existing.string() + "' is a file");
-  if (::access(existing.c_str(), W_OK | X_OK) != 0)
-    throw input_error(where + "folder '" + existing.string() + "' is not writable (" + std::strerror(errno) + ")");
+  std::vector<fs::path> made;
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (fs::create_directory(*it, ec)) {
+      made.push_back(*it);
+    } else if (ec) {
+      remove_made(made);
+      throw input_error(where + "cannot create folder '" + it->string() + "': " + ec.message());
+    }  // else another process made it meanwhile (ranks, ladder rungs): theirs, not ours to remove
+  }
+  const std::string failed = write_test(target);
+  if (!failed.empty()) {
+    remove_made(made);
+    throw input_error(where + "cannot write into folder '" + target.string() + "': " + failed);
+  }
+}
+
+}  // namespace
+
+void check_writable_folder(const std::filesystem::path& folder, const std::string& what) {
+  check_folder(folder, what + " '" + (folder.empty() ? std::string(".") : folder.string()) + "': ");
+}
+
+void check_writable_file(const std::filesystem::path& file, const std::string& what) {
+  const std::string where = what + " '" + file.string() + "': ";
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw input_error(where + "is a folder; expected a file name");
+  check_folder(file.parent_path(), where);
 }
 
 }  // namespace trainbench

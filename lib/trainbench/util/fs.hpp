@@ -9,8 +9,12 @@ namespace trainbench {
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 std::string read_text_file(const std::filesystem::path& path);
 // Before anything runs: throws input_error (exit 2) when files could not be written into this
-// folder later (a part of the path is a file, or the nearest existing folder is not writable).
-// Creates nothing. `what` names the setting in the message, e.g. "--out".
+// folder later. Makes the missing folders and writes and removes a file in it, since only that
+// shows it works (root passes access() on /proc; a read-only mount; a full disk). What it made
+// stays when the check passes (the run writes there) and is removed when it fails. `what` names
+// the setting in the message, e.g. "--out".
 void check_writable_folder(const std::filesystem::path& folder, const std::string& what);
+// The same for a file's folder, naming the file; a folder in the file's place is refused too.
+void check_writable_file(const std::filesystem::path& file, const std::string& what);
 
 }  // namespace trainbench
