@@ -19,6 +19,7 @@ esac
 packages=(g++ cmake ninja-build git python3 python3-venv pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev
           libjpeg62-turbo-dev  # libjpeg-turbo: partial and DCT-scaled JPEG decoding
+          libsqlite3-dev libpq-dev  # trainbench history: SQLite, and libpq (PostgreSQL's C client)
           dataset-fashion-mnist
           libgloo-dev)  # headers only: ProcessGroupGloo.hpp includes Gloo's, the wheel lacks them
 missing=()
