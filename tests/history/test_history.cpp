@@ -289,3 +289,9 @@ TEST_CASE("history: a real run's report goes in and comes out", "[history]") {
   CHECK(s["runs"][0]["windows"] == report["results"]["repeats"].size());
   CHECK(s["runs"][0]["median"].get<double>() == Approx(report["results"]["samples_per_s"]["median"].get<double>()));
 }
+
+TEST_CASE("history: show of a database that does not exist is exit 2 and makes no file", "[history]") {
+  const fs::path db = scratch("history-missing") / "typo.sqlite";
+  CHECK(run_cli("history show --db '" + db.string() + "'").code == 2);
+  CHECK(!fs::exists(db));
+}

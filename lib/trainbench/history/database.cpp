@@ -29,9 +29,9 @@ bool is_postgres_url(const std::string& location) {
   return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
 }
 
-std::unique_ptr<database> open_database(const std::string& location) {
+std::unique_ptr<database> open_database(const std::string& location, bool create) {
   if (location.empty()) throw input_error("--db: empty database location");
-  return is_postgres_url(location) ? open_postgres(location) : open_sqlite(location);
+  return is_postgres_url(location) ? open_postgres(location) : open_sqlite(location, create);
 }
 
 }  // namespace trainbench

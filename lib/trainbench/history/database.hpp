@@ -50,9 +50,10 @@ class database {
 };
 
 // A file path (SQLite) or a postgresql:// / postgres:// URL. Throws input_error (exit 2) when the
-// file is not a SQLite database or the server cannot be reached or refuses the login.
-std::unique_ptr<database> open_database(const std::string& location);
-std::unique_ptr<database> open_sqlite(const std::string& path);
+// file is not a SQLite database, is missing and `create` is false (a reader's typo must not
+// make an empty database), or the server cannot be reached or refuses the login.
+std::unique_ptr<database> open_database(const std::string& location, bool create = true);
+std::unique_ptr<database> open_sqlite(const std::string& path, bool create);
 std::unique_ptr<database> open_postgres(const std::string& url);
 bool is_postgres_url(const std::string& location);
 

@@ -61,7 +61,8 @@ std::string change_line(const series_view& v, const stored_change_point& c) {
   std::string line = "  " + pad(range, 23) + pad(signed_pct(c.change_pct), 9) + fixed(c.mean_before, 1) + " -> " +
                      fixed(c.mean_after, 1) + " samples/s, p " + p_text(c.p) + " (" + std::to_string(c.n_before) +
                      " runs before, " + std::to_string(c.n_after) + " after)";
-  if (!c.environment_changes.empty()) line += "; environment: " + join(c.environment_changes, ", ");
+  if (!c.environment_changes.empty())
+    line += "\n  " + std::string(23, ' ') + "environment: " + join(c.environment_changes, ", ");
   return line + "\n";
 }
 

@@ -24,8 +24,8 @@ std::string default_history_db() {
 
 namespace {
 
-history_store open_store(const std::string& db) {
-  return history_store(open_database(db.empty() ? default_history_db() : db));
+history_store open_store(const std::string& db, bool create) {
+  return history_store(open_database(db.empty() ? default_history_db() : db, create));
 }
 
 void check_params(const e_divisive_params& p) {
@@ -48,7 +48,7 @@ int history_add_command(const history_add_request& req) {
   // Every report is read and checked before the database is touched: a bad one adds nothing.
   const read_result read = read_runs(req.inputs, origin);
   for (const auto& s : read.skipped) log_info("history add: skipped '" + s + "' (not a run report)");
-  history_store store = open_store(req.db);
+  history_store store = open_store(req.db, true);
   std::vector<std::string> added;
   {
     write_transaction tx(store.db());
@@ -109,7 +109,7 @@ int history_show_command(const history_show_request& request) {
   if (req.otava_compatible) req.params = otava_compatible(req.params);
   check_params(req.params);
   if (!req.out.empty()) check_writable_folder(req.out, "--out");
-  history_store store = open_store(req.db);
+  history_store store = open_store(req.db, false);
   const auto views = load_views(store, req.series, req.branch, req.params);
   if (req.format == "json")
     std::cout << format_history_json(views, store.db().where(), req.params);

@@ -19,9 +19,11 @@ constexpr int busy_timeout_ms = 120000;
 
 class sqlite_database : public database {
  public:
-  explicit sqlite_database(const std::string& path) : path_(path) {
+  sqlite_database(const std::string& path, bool create) : path_(path) {
     namespace fs = std::filesystem;
     const fs::path file(path);
+    if (!create && !fs::exists(file))
+      throw input_error("--db '" + path + "': no such database (history add creates it)");
     if (file.has_parent_path()) {
       std::error_code ec;
       fs::create_directories(file.parent_path(), ec);
@@ -157,6 +159,8 @@ class sqlite_database : public database {
 
 }  // namespace
 
-std::unique_ptr<database> open_sqlite(const std::string& path) { return std::make_unique<sqlite_database>(path); }
+std::unique_ptr<database> open_sqlite(const std::string& path, bool create) {
+  return std::make_unique<sqlite_database>(path, create);
+}
 
 }  // namespace trainbench
