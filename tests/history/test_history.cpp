@@ -1,7 +1,9 @@
 // trainbench history on each backend: add, show, the environment along a series, change points
 // at the right commit, and bad input that leaves the database as it was.
 #include <catch2/catch.hpp>
-#include <fstream>
+#include <cstdio>
+#include <functional>
+#include <iostream>
 
 #include "helpers.hpp"
 #include "history/history_fixtures.hpp"

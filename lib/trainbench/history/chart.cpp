@@ -163,8 +163,8 @@ std::string history_chart_svg(const series_view& v) {
     << xml_escape(v.series.profile_name + "  [" + v.series.machine_class + "]  branch " + v.branch) << "</text>\n";
   o << "<text x='" << left << "' y='30' fill='#555'>"
     << xml_escape(std::to_string(v.runs.size()) +
-                  " runs, oldest left; dots: median samples/s, bars: IQR, orange: "
-                  "mean between change points, dashed: change points, x: failed runs, triangles: environment changes")
+                  " runs, oldest left. Dot: median; bar: IQR; orange: mean between change points; dashed: "
+                  "change point; x: failed run; triangle: environment change")
     << "</text>\n";
   o << body.str();
   double y = top + plot_height + 40;
