@@ -297,3 +297,29 @@ TEST_CASE("history: show of a database that does not exist is exit 2 and makes n
   CHECK(run_cli("history show --db '" + db.string() + "'").code == 2);
   CHECK(!fs::exists(db));
 }
+
+HISTORY_TEST("show reads one branch: by default the one with most runs, else --branch", branches) {
+  const fs::path dir = scratch("history-branch-reports");
+  add_series(db, dir, 6, [](int i) {
+    fake_run r;
+    r.date = time_of(i);
+    return r;
+  });
+  add_series(
+      db, dir, 2,
+      [](int i) {
+        fake_run r;
+        r.rates = {900, 901, 899};
+        r.date = time_of(10 + i);
+        return r;
+      },
+      "feature-x");
+  const json main_view = show_json(db)["series"][0];
+  CHECK(main_view["branch"] == "main");
+  CHECK(main_view["runs"].size() == 6);
+  const json feature = show_json(db, "--branch feature-x")["series"][0];
+  CHECK(feature["runs"].size() == 2);
+  CHECK(feature["runs"][0]["median"] == 900.0);
+  CHECK(show_json(db, "--series resnet-tiny")["series"].size() == 1);
+  CHECK(run_cli("history show --db '" + db + "' --series no-such-profile").code == 2);
+}
