@@ -5,3 +5,7 @@ TORCHVISION_VERSION_PIN="0.26.0"
 NVJPEG_VERSION_PIN="13.0.1.86"  # what torch's cuda-toolkit==13.0.2 pin resolves nvjpeg to
 TRAINBENCH_VENV="${TRAINBENCH_VENV:-$HOME/.cache/trainbench/venv-torch-$TORCH_VERSION_PIN}"
 TRAINBENCH_PYTHON="$TRAINBENCH_VENV/bin/python"
+# apache-otava for scripts/otava-crosscheck.py, in a small environment of its own: it pins a
+# NumPy of its own, and only its analysis module (NumPy and SciPy) is used.
+OTAVA_VERSION_PIN="0.8.0"
+TRAINBENCH_OTAVA_VENV="${TRAINBENCH_OTAVA_VENV:-$HOME/.cache/trainbench/venv-otava-$OTAVA_VERSION_PIN}"

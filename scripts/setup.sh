@@ -19,6 +19,7 @@ esac
 packages=(g++ cmake ninja-build git python3 python3-venv pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libcli11-dev zlib1g-dev
           libjpeg62-turbo-dev  # libjpeg-turbo: partial and DCT-scaled JPEG decoding
+          libsqlite3-dev libpq-dev  # trainbench history: SQLite, and libpq (PostgreSQL's C client)
           dataset-fashion-mnist
           libgloo-dev)  # headers only: ProcessGroupGloo.hpp includes Gloo's, the wheel lacks them
 missing=()
@@ -62,12 +63,24 @@ else
   "$TRAINBENCH_PYTHON" -m pip install --quiet "nvidia-nvjpeg==$NVJPEG_VERSION_PIN"
 fi
 
+# scripts/otava-crosscheck.py (a ctest test): apache-otava's change points beside trainbench's.
+# --no-deps: its other dependencies (BigQuery, Slack, Graphite clients) serve its own command
+# line; the analysis module it is checked against imports only NumPy and SciPy.
+if "$TRAINBENCH_OTAVA_VENV/bin/python" -c 'import otava.analysis' 2>/dev/null; then
+  step "apache-otava: present ($TRAINBENCH_OTAVA_VENV)"
+else
+  step "apache-otava: installing apache-otava==$OTAVA_VERSION_PIN into $TRAINBENCH_OTAVA_VENV"
+  python3 -m venv "$TRAINBENCH_OTAVA_VENV"
+  "$TRAINBENCH_OTAVA_VENV/bin/python" -m pip install --quiet --no-deps "apache-otava==$OTAVA_VERSION_PIN" \
+    "numpy==2.2.*" "scipy==1.16.*"
+fi
+
 prefix=$("$TRAINBENCH_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 if [ ! -f build/build.ninja ]; then
   step "configure build/ (Release)"
   mkdir -p build
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-        -DCUDAToolkit_ROOT="$CUDA_ROOT" > build/configure.log 2>&1 || { cat build/configure.log; die "cmake failed"; }
+        -DCUDAToolkit_ROOT="$CUDA_ROOT" -DTRAINBENCH_OTAVA_PYTHON="$TRAINBENCH_OTAVA_VENV/bin/python" > build/configure.log 2>&1 || { cat build/configure.log; die "cmake failed"; }
 fi
 step "build with $(nproc) jobs"
 cmake --build build -j "$(nproc)"

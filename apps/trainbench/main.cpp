@@ -5,6 +5,7 @@
 #include <map>
 
 #include "trainbench/commands/commands.hpp"
+#include "trainbench/history/history.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
 #include "trainbench/report/plan.hpp"
@@ -56,6 +57,15 @@ bool unknown_command(int argc, char** argv, const CLI::App& app) {
   trainbench::log_error("unknown command '" + word + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
                         " Commands: " + trainbench::join(names, ", ") + " (trainbench --help)");
   return true;
+}
+
+// The change-point parameters history add and show share.
+void add_change_point_options(CLI::App& cmd, trainbench::e_divisive_params& p) {
+  cmd.add_option("--max-p", p.max_p, "significance level of a change point (default 0.001)");
+  cmd.add_option("--window", p.window, "runs per E-Divisive window (default 50)");
+  cmd.add_option_function<double>(
+      "--min-change", [&p](double pct) { p.min_magnitude = pct / 100; },
+      "smallest change in percent a change point keeps (default 0)");
 }
 
 }  // namespace
@@ -165,6 +175,31 @@ int main(int argc, char** argv) {
   timeline->add_option("--out,-o", tl.out, "SVG file to write (default timeline.svg)");
   timeline->add_option("--batches", tl.batches, "A:B draws batches A to B - 1 (default: the first three traced)");
 
+  auto* history = app.add_subcommand("history", "keep runs in a database and find change points over commits");
+  history->require_subcommand(1);
+  history_add_request hadd;
+  auto* history_add = history->add_subcommand("add", "import run reports (files or folders), idempotently");
+  history_add->add_option("reports", hadd.inputs, "report files or folders of reports")->required();
+  history_add->add_option("--db", hadd.db,
+                          "SQLite file or postgresql:// URL (default: $TRAINBENCH_HISTORY_DB, else "
+                          "~/.local/share/trainbench/history.sqlite)");
+  history_add->add_option("--commit", hadd.commit, "the commit measured (default: CI variables, else git)");
+  history_add->add_option("--branch", hadd.branch, "its branch (default: CI variables, else git)");
+  history_add->add_option("--time", hadd.time, "when, ISO 8601 or Unix seconds (default: each report's date)");
+  history_add->add_flag("--quiet,-q", hadd.quiet, quiet_help);
+  add_change_point_options(*history_add, hadd.params);
+  history_show_request hshow;
+  auto* history_show = history->add_subcommand("show", "the series, their runs and change points; charts with --out");
+  history_show->add_option("--db", hshow.db, "SQLite file or postgresql:// URL (default as for add)");
+  history_show->add_option("--series", hshow.series, "a profile name or series id (repeatable; default: all)");
+  history_show->add_option("--branch", hshow.branch, "branch to show (default: each series' branch with most runs)");
+  history_show->add_option("--out,-o", hshow.out, "folder for index.html and one SVG chart per series");
+  history_show->add_option("--format", hshow.format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  history_show->add_option("--last", hshow.last, "runs per series in the text table (default 10)");
+  add_change_point_options(*history_show, hshow.params);
+  // Hidden (empty group): scripts/otava-crosscheck.py's switch, documented in docs/history.md.
+  history_show->add_flag("--otava-compatible", hshow.otava_compatible, "")->group("");
+
   // Hidden (empty group): the hook of scripts/check-torchvision.py, documented in docs/models.md.
   logits_request logits_req;
   auto* logits = app.add_subcommand("logits", "eval-mode logits of the profile's model for a saved input tensor");
@@ -184,7 +219,8 @@ int main(int argc, char** argv) {
 
   const std::string command_line = joined_command_line(argc, argv);
   // -q before the command means the same as after it.
-  for (bool* quiet : {&run_req.quiet, &data_req.quiet, &neck.quiet, &lad.quiet}) *quiet = *quiet || top.quiet;
+  for (bool* quiet : {&run_req.quiet, &data_req.quiet, &neck.quiet, &lad.quiet, &hadd.quiet})
+    *quiet = *quiet || top.quiet;
   try {
     if (version) {
       std::cout << version_text();
@@ -210,6 +246,8 @@ int main(int argc, char** argv) {
     if (*plan) return plan_command(pl);
     if (*timeline) return timeline_command(tl);
     if (*logits) return logits_command(logits_req);
+    if (*history_add) return history_add_command(hadd);
+    if (*history_show) return history_show_command(hshow);
     if (*ladder) {
       lad.command_line = command_line;
       return ladder_command(lad);

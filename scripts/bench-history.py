@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Scale figures for trainbench history, on synthetic reports (stdlib only).
+
+1. `history add` of 1,000 reports in one call (50 profiles x 20 runs, each report shaped like a
+   real one: the template is a report of the CPU ladder), into a fresh SQLite file; then the
+   same call again (all present: the idempotent path).
+2. A database of 50 series x 1,000 runs, built the way CI builds one: 1,000 `history add` calls,
+   one per commit, each adding that commit's 50 reports (--commit, --time). Then
+   `history show` over it: text, --format json, --out (index.html and 50 SVG charts), and once
+   with other parameters (--max-p 0.0005), which recomputes and stores every series' change
+   points.
+Each timing is the wall time of the trainbench process. Usage:
+  python3 scripts/bench-history.py --trainbench build/trainbench [--work /tmp/x] [--out docs/results/x.md]
+"""
+import argparse
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEMPLATE = os.path.join(HERE, "..", "docs", "results", "2026-11-29-cpu-2core", "cpu-ladder", "00-baseline.json")
+
+
+def report(template, profile, commit_index, rng, level):
+    r = copy.deepcopy(template)
+    r["profile"]["name"] = "bench-%02d" % profile
+    r["profile"]["hash"] = "%016x" % (0x1000 + profile)
+    r["context"]["date"] = "2026-%02d-%02dT%02d:%02d:00Z" % (1 + commit_index // 600, 1 + commit_index // 24 % 25,
+                                                           commit_index % 24, profile)
+    rates = [level * (1 + rng.gauss(0, 0.02)) for _ in range(5)]
+    r["results"]["repeats"] = [{"samples": 48, "elapsed_s": 48 / x, "samples_per_s": x, "process": i // 3}
+                               for i, x in enumerate(rates)]
+    return r
+
+
+def timed(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trainbench", required=True)
+    ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
+    ap.add_argument("--commits", type=int, default=1000)
+    ap.add_argument("--profiles", type=int, default=50)
+    ap.add_argument("--out", default=None, help="write the figures as a markdown table here")
+    args = ap.parse_args()
+    exe = os.path.abspath(args.trainbench)
+    template = json.load(open(TEMPLATE))
+    rng = random.Random(1)
+    work = args.work or tempfile.mkdtemp(prefix="bench-history-")
+    os.makedirs(work, exist_ok=True)
+    rows = []
+    try:
+        # 1. add 1,000 reports in one call
+        folder = os.path.join(work, "thousand")
+        os.makedirs(folder, exist_ok=True)
+        for p in range(50):
+            for c in range(20):
+                with open(os.path.join(folder, "p%02d-c%02d.json" % (p, c)), "w") as f:
+                    json.dump(report(template, p, c, rng, 1000 + 10 * p), f, indent=1)
+        size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        db = os.path.join(work, "thousand.sqlite")
+        add = [exe, "history", "add", "-q", "--db", db, "--commit", "c0", "--branch", "main", folder]
+        rows.append(("history add: 1,000 reports (%.1f MB) into a new database, one call" % (size / 1e6), timed(add)))
+        rows.append(("history add: the same 1,000 again (all present)", timed(add)))
+
+        # 2. 50 series x 1,000 runs, one add per commit
+        big = os.path.join(work, "big.sqlite")
+        commit_dir = os.path.join(work, "commit")
+        adds = []
+        levels = [1000 + 10 * p for p in range(args.profiles)]
+        for c in range(args.commits):
+            if c == args.commits // 2:
+                levels = [x * 0.95 for x in levels]  # a 5% step half way
+            shutil.rmtree(commit_dir, ignore_errors=True)
+            os.makedirs(commit_dir)
+            for p in range(args.profiles):
+                with open(os.path.join(commit_dir, "p%02d.json" % p), "w") as f:
+                    json.dump(report(template, p, c, rng, levels[p]), f)
+            adds.append(timed([exe, "history", "add", "-q", "--db", big, "--commit", "%040x" % c, "--branch", "main",
+                               "--time", str(1767225600 + 3600 * c), commit_dir]))
+        adds.sort()
+        rows.append(("history add: one commit's %d reports into the %d-run database, median of %d calls (max %.2f s)"
+                     % (args.profiles, args.profiles * args.commits, len(adds), adds[-1]), adds[len(adds) // 2]))
+        show = [exe, "history", "show", "--db", big]
+        rows.append(("history show: %d series x %d runs, text" % (args.profiles, args.commits), timed(show)))
+        rows.append(("history show --format json (all runs and change points)", timed(show + ["--format", "json"])))
+        rows.append(("history show --out (index.html + %d SVG charts)" % args.profiles,
+                     timed(show + ["--out", os.path.join(work, "html")])))
+        rows.append(("history show --max-p 0.0005: every series' change points recomputed and stored",
+                     timed(show + ["--max-p", "0.0005"])))
+        html = os.path.getsize(os.path.join(work, "html", "index.html"))
+        dbsize = os.path.getsize(big)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    lines = ["| what | wall time (s) |", "|---|---:|"] + ["| %s | %.2f |" % (w, t) for w, t in rows]
+    lines.append("")
+    lines.append("Database of %d runs: %.1f MB; index.html: %.1f MB." % (args.profiles * args.commits, dbsize / 1e6,
+                                                                        html / 1e6))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

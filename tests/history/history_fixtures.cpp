@@ -1,0 +1,64 @@
+#include "history/history_fixtures.hpp"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "helpers.hpp"
+#include "trainbench/history/database.hpp"
+
+namespace tbtest {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json make_report(const fake_run& run) {
+  json repeats = json::array();
+  for (std::size_t i = 0; i < run.rates.size(); ++i) {
+    json w = {{"samples", 256}, {"elapsed_s", 256 / run.rates[i]}, {"samples_per_s", run.rates[i]}};
+    if (!run.processes.empty()) w["process"] = run.processes.at(i);
+    repeats.push_back(w);
+  }
+  json gpu = nullptr;
+  if (!run.gpu.empty())
+    gpu = {{"name", run.gpu}, {"uuid", "GPU-0"}, {"driver", run.driver}, {"memory_bytes", 85899345920}};
+  return {{"schema_version", run.schema_version},
+          {"tool", {{"name", "trainbench"}, {"version", "0.1.0"}, {"git", "abc1234"}}},
+          {"status", run.status},
+          {"error", run.status == "ok" ? json(nullptr) : json{{"kind", "runtime"}, {"message", "failed"}}},
+          {"context",
+           {{"date", run.date},
+            {"host", "runner-1"},
+            {"cpu", {{"model", "AMD EPYC"}, {"cores", 2}}},
+            {"gpu", gpu},
+            {"libtorch", "2.11.0"},
+            {"cuda", "13.0"},
+            {"cudnn", "9.19.0"},
+            {"build_type", "Release"}}},
+          {"profile", {{"name", run.name}, {"hash", run.hash}, {"workload_hash", "w"}, {"resolved", ""}}},
+          {"results", {{"repeats", repeats}}}};
+}
+
+fs::path write_report(const fs::path& dir, const std::string& file, const fake_run& run) {
+  const fs::path path = dir / (file + ".json");
+  write_text(path, make_report(run).dump(1));
+  return path;
+}
+
+std::string sqlite_db(const std::string& test) { return (scratch("history-" + test) / "history.sqlite").string(); }
+
+std::optional<std::string> postgres_db(const std::string& test) {
+  const char* base = std::getenv("TRAINBENCH_TEST_POSTGRES_URL");
+  if (!base || !*base) {
+    std::cout << "trainbench_test_skipped: no PostgreSQL server (TRAINBENCH_TEST_POSTGRES_URL is unset; .ci/run "
+                 "starts one with scripts/pg-test-cluster.sh)\n";
+    return std::nullopt;
+  }
+  // Each test in a schema of its own, so tests running at once never see each other's rows.
+  const std::string schema = "tb_test_" + test;
+  auto admin = trainbench::open_database(base);
+  admin->query("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+  admin->query("CREATE SCHEMA " + schema);
+  const std::string url = base;
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+}
+
+}  // namespace tbtest
