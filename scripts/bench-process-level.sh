@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Does compare keep its promise across processes? Runs one profile many times, each run its own
-# invocation as CI would make it, and compares every pair of runs of the same binary and
-# profile (so every FASTER or SLOWER is a false alarm):
-#   single: --runs one-process runs, compared at the window level (what compare did before);
-#   multi:  --runs runs of --processes fresh processes each (the CI recipe), at the process level
+# process as CI starts it, and compares every pair of runs of the same binary and profile (so
+# every FASTER or SLOWER is a false alarm):
+#   single: --runs one-process runs one after another, compared at the window level (compare
+#           before processes were its unit: the issue's measurement);
+#   recipe: --runs sides of --processes one-process runs each, the sides interleaved process by
+#           process (side 1, side 2, ..., side 1, ...) as the README's CI recipe interleaves main's
+#           and the pull request's binaries; every pair of sides compared at the process level
 #           (and, for contrast, at the window level);
-#   busy:   --busy-runs runs of the recipe beside a busy loop pinned to CPU 0, against every
-#           multi run: a real slowdown, which must still read SLOWER.
-# The single and multi runs are interleaved, so a drift of the machine falls on both.
+#   busy:   --busy-runs pairs of sides, an unloaded one and one beside a busy loop pinned to CPU 0,
+#           interleaved: a real slowdown, which must still read SLOWER.
 #   scripts/bench-process-level.sh [--runs 10] [--processes 5] [--repeats 8] [--busy-runs 3]
 #       [--profile configs/cpu/01-batch-32.yaml] [--out reports/process-level]
 # Prints a Markdown summary (the variance split, the verdict counts, the startup cost); the
@@ -32,24 +34,30 @@ done
 tb=./build/trainbench
 [ -x "$tb" ] || { echo "bench-process-level.sh: build trainbench first (bash scripts/setup.sh)" >&2; exit 2; }
 rm -rf "$out"
-mkdir -p "$out/single" "$out/multi" "$out/busy"
+mkdir -p "$out/single"
 
-run() { "$tb" run -q -c "$profile" --set measure.repeats="$repeats" "$@" > /dev/null; }
+run() { "$tb" run -q -c "$profile" --set measure.repeats="$repeats" "$@" > /dev/null 2>&1; }
 for i in $(seq 1 "$runs"); do
-  echo "run $i/$runs: one process, then $processes" >&2
+  echo "single $i/$runs" >&2
   run --out "$out/single/r$i.json"
-  run --processes "$processes" --out "$out/multi/r$i.json"
+done
+for p in $(seq 1 "$processes"); do
+  echo "recipe: process $p/$processes of $runs sides" >&2
+  for i in $(seq 1 "$runs"); do run --out "$out/recipe/side$i/p$p.json"; done
 done
 
 busy_pid=""
 stop_busy() { [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null; busy_pid=""; }
 trap stop_busy EXIT
-for i in $(seq 1 "$busy_runs"); do
-  echo "busy run $i/$busy_runs: $processes processes beside a busy loop on CPU 0" >&2
-  taskset -c 0 sh -c 'while :; do :; done' &
-  busy_pid=$!
-  run --processes "$processes" --out "$out/busy/r$i.json"
-  stop_busy
+for b in $(seq 1 "$busy_runs"); do
+  for p in $(seq 1 "$processes"); do
+    echo "busy pair $b/$busy_runs: process $p/$processes, unloaded then beside a busy loop on CPU 0" >&2
+    run --out "$out/busy/pair$b/quiet/p$p.json"
+    taskset -c 0 sh -c 'while :; do :; done' &
+    busy_pid=$!
+    run --out "$out/busy/pair$b/busy/p$p.json"
+    stop_busy
+  done
 done
 
 "$TRAINBENCH_PYTHON" - "$tb" "$out" "$runs" "$busy_runs" "$processes" "$repeats" "$profile" <<'PY'
@@ -88,11 +96,11 @@ def windows(path):
     return j, [by[k] for k in sorted(by)]
 
 single = [f"{out}/single/r{i}.json" for i in range(1, runs + 1)]
-multi = [f"{out}/multi/r{i}.json" for i in range(1, runs + 1)]
-busy = [f"{out}/busy/r{i}.json" for i in range(1, busy_runs + 1)]
+sides = [f"{out}/recipe/side{i}" for i in range(1, runs + 1)]
 single_groups = [windows(f)[1][0] for f in single]
-multi_groups = [g for f in multi for g in windows(f)[1]]
-costs = [p["before_first_window_s"] for f in multi for p in json.load(open(f))["results"]["processes"]["per_process"]]
+recipe_groups = [windows(f"{side}/p{p}.json")[1][0] for side in sides for p in range(1, int(processes) + 1)]
+costs = sorted(json.load(open(f"{side}/p{p}.json"))["results"]["processes"]["per_process"][0]["before_first_window_s"]
+               for side in sides for p in range(1, int(processes) + 1))
 medians = sorted(sum(g) / len(g) for g in single_groups)
 
 def row(name, c, pairs):
@@ -100,31 +108,35 @@ def row(name, c, pairs):
     return (f"| {name} | {pairs} | {c['SLOWER']} | {c['FASTER']} | {c['SAME']} | {c['AMBIGUOUS']} | "
             f"{100 * alarms / pairs:.0f}% |")
 
-print(f"Profile `{profile}`, {repeats} windows per process; {runs} one-process runs and {runs} runs of "
-      f"{processes} processes, interleaved; {busy_runs} runs of {processes} processes beside a busy loop on CPU 0.\n")
+print(f"Profile `{profile}`, {repeats} windows per process. {runs} one-process runs one after another; "
+      f"then {runs} sides of {processes} one-process runs, interleaved process by process; then {busy_runs} "
+      f"pairs of sides, one beside a busy loop on CPU 0, interleaved.\n")
 w, b, icc = split(single_groups)
-print(f"- {runs} one-process runs: per-process medians {medians[0]:.1f} to {medians[-1]:.1f} samples/s; "
+print(f"- {runs} one-process runs: medians {medians[0]:.1f} to {medians[-1]:.1f} samples/s; "
       f"within-process cv {w:.1%}, between-process cv {b:.1%}, ICC {icc:.2f}")
-w, b, icc = split(multi_groups)
-print(f"- the {len(multi_groups)} processes of the {runs} recipe runs: within-process cv {w:.1%}, "
+w, b, icc = split(recipe_groups)
+print(f"- the {len(recipe_groups)} processes of the recipe's sides: within-process cv {w:.1%}, "
       f"between-process cv {b:.1%}, ICC {icc:.2f}")
-costs.sort()
 print(f"- a process before its first window: median {costs[len(costs) // 2]:.2f} s "
       f"(range {costs[0]:.2f} to {costs[-1]:.2f} s)\n")
 print("| pairs of unchanged runs | pairs | SLOWER | FASTER | SAME | AMBIGUOUS | false alarms |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 pairs = list(itertools.combinations(single, 2))
 print(row("one process each, window level (compare before)", verdicts(pairs, "window"), len(pairs)), flush=True)
-pairs = list(itertools.combinations(multi, 2))
+pairs = list(itertools.combinations(sides, 2))
 print(row(f"{processes} processes each, window level", verdicts(pairs, "window"), len(pairs)), flush=True)
 print(row(f"{processes} processes each, process level (the recipe)", verdicts(pairs, "process"), len(pairs)),
       flush=True)
-pairs = [(m, x) for x in busy for m in multi]
+pairs = [(f"{out}/busy/pair{b}/quiet", f"{out}/busy/pair{b}/busy") for b in range(1, busy_runs + 1)]
 c = verdicts(pairs, "process")
-print(f"\nA real slowdown (busy loop on CPU 0), recipe against recipe: {c['SLOWER']} of {len(pairs)} pairs SLOWER, "
-      f"{c['AMBIGUOUS']} AMBIGUOUS, {c['SAME']} SAME, {c['FASTER']} FASTER.")
-busy_median = sorted(json.load(open(f))["results"]["processes"]["median_of_medians"] for f in busy)
-multi_median = sorted(json.load(open(f))["results"]["processes"]["median_of_medians"] for f in multi)
-print(f"Medians of process medians: unloaded {multi_median[len(multi_median) // 2]:.1f}, beside the busy loop "
-      f"{busy_median[len(busy_median) // 2]:.1f} samples/s.")
+print(f"\nA real slowdown (a busy loop on CPU 0 beside the candidate), {processes} processes a side: "
+      f"{c['SLOWER']} of {len(pairs)} pairs SLOWER, {c['AMBIGUOUS']} AMBIGUOUS, {c['SAME']} SAME, "
+      f"{c['FASTER']} FASTER.")
+for b in range(1, busy_runs + 1):
+    q = [windows(f"{out}/busy/pair{b}/quiet/p{p}.json")[1][0] for p in range(1, int(processes) + 1)]
+    x = [windows(f"{out}/busy/pair{b}/busy/p{p}.json")[1][0] for p in range(1, int(processes) + 1)]
+    mq = sorted(sorted(g)[len(g) // 2] for g in q)[len(q) // 2]
+    mx = sorted(sorted(g)[len(g) // 2] for g in x)[len(x) // 2]
+    print(f"- pair {b}: medians of process medians {mq:.1f} unloaded, {mx:.1f} beside the loop "
+          f"({100 * (mx / mq - 1):+.0f}%)")
 PY

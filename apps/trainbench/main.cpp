@@ -164,7 +164,9 @@ int main(int argc, char** argv) {
 
   plan_request pl;
   auto* plan = app.add_subcommand("plan", "how many processes and windows a time budget should buy, from a report");
-  plan->add_option("report", pl.report, "a report of two or more fresh processes (run --processes N)")->required();
+  plan->add_option("report", pl.report,
+                   "a report of two or more fresh processes (run --processes N), or a folder of reports of one profile")
+      ->required();
   plan->add_option("--budget", pl.budget, "time for one side of a comparison: 90s, 10m, 1.5h (default 10m)");
   plan->add_option("--alpha", pl.alpha, "significance level the process-level test must reach (default 0.05)");
   plan->add_option("--format", pl.format, "text | json")->check(CLI::IsMember({"text", "json"}));

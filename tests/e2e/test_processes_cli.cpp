@@ -103,6 +103,20 @@ TEST_CASE("plan: from a report of both levels, the processes and windows a budge
   // The best plan is the narrowest of those listed.
   for (const auto& c : j["choices"])
     CHECK(j["best"]["half_width_95"].get<double>() <= c["half_width_95"].get<double>());
+  // A folder of one-process reports of the profile (the CI recipe's loop) is as good.
+  for (int i = 1; i <= 3; ++i)
+    REQUIRE(tbtest::run_cli("run -q -c '" + file + "' --set measure.repeats=3 --out '" +
+                            (dir / "loop" / ("r" + std::to_string(i) + ".json")).string() + "'")
+                .code == 0);
+  const auto folder = tbtest::run_cli("plan '" + (dir / "loop").string() + "' --format json");
+  INFO(folder.output);
+  REQUIRE(folder.code == 0);
+  CHECK(json::parse(folder.output.substr(folder.output.find('{')))["measured"]["processes"] == 3);
+  // A folder of two profiles is not one plan (the --processes report's profile says measure.processes: 3).
+  fs::copy_file(dir / "tiny.json", dir / "loop" / "other.json");
+  const auto mixed = tbtest::run_cli("plan '" + (dir / "loop").string() + "'");
+  CHECK(mixed.code == 2);
+  CHECK(mixed.output.find("more than one profile") != std::string::npos);
   // Bad input: a one-process report, a budget that is not a duration, no such file.
   REQUIRE(tbtest::run_cli("run -q -c '" + file + "' --out '" + (dir / "one.json").string() + "'").code == 0);
   const auto one = tbtest::run_cli("plan '" + (dir / "one.json").string() + "'");

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "trainbench/measure/rank_test.hpp"
+#include "trainbench/measure/stats.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/util/error.hpp"
 
@@ -30,35 +31,60 @@ double parse_duration(const std::string& text, const std::string& what) {
 
 namespace {
 
-double number_at(const json& j, const char* key, const std::string& source, const std::string& why) {
-  if (!j.contains(key) || !j[key].is_number()) throw input_error("plan: '" + source + "' " + why);
-  return j[key].get<double>();
+// Every window by process, and what each process cost before its first window, over reports of
+// one profile (each report's processes kept apart, as compare pools them).
+struct measured_levels {
+  std::vector<std::vector<double>> by_process;
+  std::vector<double> process_costs, window_costs;
+};
+
+measured_levels levels_of(const std::vector<json>& reports) {
+  measured_levels out;
+  for (const auto& r : reports) {
+    const std::size_t first = out.by_process.size();
+    for (const auto& w : r.at("results").at("repeats")) {
+      const std::size_t at = first + static_cast<std::size_t>(w.value("process", 0));
+      if (at >= out.by_process.size()) out.by_process.resize(at + 1);
+      out.by_process[at].push_back(w.at("samples_per_s").get<double>());
+      out.window_costs.push_back(w.at("elapsed_s").get<double>());
+    }
+    const json& proc = r.at("results").value("processes", json(nullptr));
+    if (!proc.is_object()) continue;
+    for (const auto& p : proc.at("per_process"))
+      if (p.at("before_first_window_s").is_number())
+        out.process_costs.push_back(p["before_first_window_s"].get<double>());
+  }
+  return out;
 }
 
 }  // namespace
 
-budget_plan plan_from_report(const json& report, const std::string& source, double budget_s, double alpha) {
+budget_plan plan_from_reports(const std::vector<json>& reports, const std::string& source, double budget_s,
+                              double alpha) {
+  TB_ASSERT(!reports.empty(), "a plan without reports");
   budget_plan p;
-  p.profile = report.at("profile").value("name", "?");
-  p.profile_path = report.at("profile").value("path", "");
+  p.profile = reports.front().at("profile").value("name", "?");
+  p.profile_path = reports.front().at("profile").value("path", "");
   p.budget_s = budget_s;
-  const json& proc = report.at("results").value("processes", json(nullptr));
-  const std::string how = " (run --processes 5, or a ladder's rung report)";
-  if (!proc.is_object() || proc.value("measured", 0) < 2)
+  const measured_levels m = levels_of(reports);
+  const variance_split split = split_variance(m.by_process);
+  const std::string how = " (run --processes 5, or a folder of one-process reports of the profile)";
+  if (split.processes < 2)
     throw input_error("plan: '" + source +
-                      "' measured one process: the noise between processes is unknown; plan needs a report of two "
-                      "or more fresh processes" +
+                      "' measured one process: the noise between processes is unknown; plan needs two or more "
+                      "fresh processes" +
                       how);
-  const std::string no_within = "has one window per process: the noise within a process is unknown" + how;
-  p.within_sd = number_at(proc, "within_process_cv", source, no_within);
-  p.between_sd = number_at(proc, "between_process_cv", source, no_within);
-  p.icc = proc.value("icc", 0.0);
-  p.processes = proc.value("measured", std::size_t{0});
-  p.windows = report.at("results").at("repeats").size();
-  const json& cost = proc.at("cost_s");
-  p.process_cost_s =
-      number_at(cost, "before_first_window", source, "does not say what a process cost before its first window");
-  p.window_cost_s = number_at(cost, "window", source, "has no window length");
+  if (!split.within_sd || !split.between_sd)
+    throw input_error("plan: '" + source + "' has one window per process: the noise within a process is unknown" + how);
+  if (m.process_costs.empty())
+    throw input_error("plan: '" + source + "' does not say what a process cost before its first window" + how);
+  p.within_sd = *split.within_sd;
+  p.between_sd = *split.between_sd;
+  p.icc = split.icc.value_or(0.0);
+  p.processes = split.processes;
+  p.windows = split.windows;
+  p.process_cost_s = quantile(m.process_costs, 0.5);
+  p.window_cost_s = quantile(m.window_costs, 0.5);
   const auto reach = windows_to_reach(alpha);
   p.min_processes = reach ? static_cast<int>(reach->per_side) : 2;
   p.optimal_windows = optimal_windows(p.within_sd, p.between_sd, p.process_cost_s, p.window_cost_s);
@@ -165,10 +191,13 @@ int plan_command(const plan_request& req) {
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
   const double budget = parse_duration(req.budget, "--budget");
   const auto reports = read_reports(req.report);
-  if (reports.size() != 1)
-    throw input_error("plan: '" + req.report + "' holds " + std::to_string(reports.size()) +
-                      " reports; give one report file");
-  std::cout << format_plan(plan_from_report(reports.front(), req.report, budget, req.alpha), req.format) << std::flush;
+  for (const auto& r : reports)
+    if (r.at("profile").at("hash") != reports.front().at("profile").at("hash") ||
+        measurement_of(r) != measurement_of(reports.front()))
+      throw input_error("plan: '" + req.report + "' holds reports of more than one profile ('" +
+                        reports.front().at("profile").value("name", "?") + "' and '" +
+                        r.at("profile").value("name", "?") + "'); give the reports of one");
+  std::cout << format_plan(plan_from_reports(reports, req.report, budget, req.alpha), req.format) << std::flush;
   return exit_code::ok;
 }
 

@@ -12,7 +12,7 @@
 namespace trainbench {
 
 struct plan_request {
-  std::string report;
+  std::string report;          // a report, or a folder of reports of one profile
   std::string budget = "10m";  // "90s", "10m", "1.5h", or seconds
   double alpha = 0.05;
   std::string format = "text";  // text | json
@@ -33,7 +33,10 @@ struct budget_plan {
 
 // Seconds in "90s", "10m", "1.5h", "600"; throws input_error naming the text otherwise.
 double parse_duration(const std::string& text, const std::string& what);
-budget_plan plan_from_report(const nlohmann::json& report, const std::string& source, double budget_s, double alpha);
+// From one report of several processes, or several reports of one profile (each report's
+// processes kept apart): the split is computed from the windows themselves.
+budget_plan plan_from_reports(const std::vector<nlohmann::json>& reports, const std::string& source, double budget_s,
+                              double alpha);
 std::string format_plan(const budget_plan& p, const std::string& format);
 int plan_command(const plan_request& request);
 
