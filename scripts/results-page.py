@@ -53,7 +53,7 @@ def notes_of(r):
     """effective.notes in short: the switch names that had no effect, then any other note, clipped."""
     out = []
     for n in (r.get("effective") or {}).get("notes", []):
-        if n.startswith("ladder: "):
+        if n.startswith("ladder: ") or n.startswith("the windows of "):
             continue  # the same on every pooled rung
         out.append(n.split(":")[0] + " (no effect)" if "ineffective" in n else (n if len(n) <= 90 else n[:87] + "..."))
     return "; ".join(out)
@@ -165,6 +165,22 @@ def dist_section(path):
     return [] if r.get("status") == "ok" else [f"data-parallel: {(r.get('error') or {}).get('message', '?')}"]
 
 
+def levels_section(ladders):
+    """The third goal: each rung's noise within a process and between processes (its rounds are fresh
+    processes; cuDNN's benchmark mode chooses per process), and a process's cost before its first window."""
+    print("\n## Noise by level (each round a fresh process)\n")
+    print("| ladder | rung | processes | within-process cv | between-process cv | ICC | s before first window |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for part, reports in ladders:
+        for name, r in reports.items():
+            p = (r.get("results") or {}).get("processes") or {}
+            pct = lambda v: f"{100 * v:.2f}%" if isinstance(v, (int, float)) else "–"
+            cost = (p.get("cost_s") or {}).get("before_first_window")
+            print(f"| {part} | {name} | {p.get('measured', '–')} | {pct(p.get('within_process_cv'))} | "
+                  f"{pct(p.get('between_process_cv'))} | {fmt(p.get('icc'), 2)} | {fmt(cost, 1)} |")
+    print("\n`trainbench plan REPORT --budget 10m` turns a rung's split into processes x windows for a CI budget.")
+
+
 def bottleneck_section(folder):
     print("\n## Input or compute? (`trainbench bottleneck`)\n")
     print("| rung | loop samples/s | ceiling samples/s | loop / ceiling | 95% CI of the change | verdict |")
@@ -219,6 +235,7 @@ def main():
     ladder_section(ladder, ref)
     print("\n![ladder](ladder/ladder.svg)")
     plus_section(plus)
+    levels_section([("ladder", ladder), ("ladder-plus", plus)])
     if bdir:
         failures += bottleneck_section(bdir)
     failures += dist_section(last_existing(dirs, "dist-nccl-1.json") or last_existing(dirs, "dist-gloo-1.json"))
