@@ -83,6 +83,8 @@ std::vector<upper_bound> upper_bounds(const profile& p) {
       {"measure.max_repeats", double(m.max_repeats), 1e4, number_text(m.max_repeats) + " measured windows"},
       {"dist.timeout_s", p.dist.timeout_s, 7 * 24 * 3600.0,
        "waiting " + number_text(p.dist.timeout_s / 86400) + " days for a silent rank"},
+      {"dist.heartbeat_timeout_s", p.dist.heartbeat_timeout_s, 7 * 24 * 3600.0,
+       "waiting " + number_text(p.dist.heartbeat_timeout_s / 86400) + " days for a silent heartbeat"},
       {"dist.bucket_mb", p.dist.bucket_mb, 1024 * 1024.0, "gradient buckets of " + bytes_text(p.dist.bucket_mb * mib)},
   };
   if (!p.train.batch_size_auto)
@@ -99,6 +101,7 @@ std::optional<bound_violation> check_finite(const profile& p) {
       {"train.optimizer.weight_decay", p.train.optimizer.weight_decay},
       {"measure.target_cv", p.measure.target_cv},
       {"dist.timeout_s", p.dist.timeout_s},
+      {"dist.heartbeat_timeout_s", p.dist.heartbeat_timeout_s},
       {"dist.bucket_mb", p.dist.bucket_mb},
   };
   for (const auto& [key, v] : numbers)
