@@ -306,9 +306,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     e.tf32 = p.backend.tf32;
   }
   pipeline out;
-  if (data_parallel(p, o.launch, o.strict, e))
-    out.group = std::make_unique<process_group>(o.launch, p.dist.backend, device,
-                                                std::chrono::milliseconds(static_cast<long>(p.dist.timeout_s * 1000)));
+  if (data_parallel(p, o.launch, o.strict, e)) out.group = std::make_unique<process_group>(o.launch, p.dist, device);
   if (out.group) check_same_profile(*out.group, p);
   if (out.group && on_cuda && p.backend.cuda_graph) {
     const std::string why = "the gradient all-reduce runs from autograd hooks, which a captured graph does not replay";

@@ -1,51 +1,23 @@
 // Data-parallel runs over Gloo on loopback: ranks are real processes started by the test (and
 // once by the real torchrun of the project's PyTorch).
 #include <ATen/ATen.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 
+#include "distributed/dist_helpers.hpp"
 #include "helpers.hpp"
 #include "trace_checks.hpp"
 #include "trainbench/config/profile_io.hpp"
+#include "trainbench/distributed/host_address.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/stages/weights.hpp"
 
 using namespace trainbench;
+using namespace tbtest;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A port the kernel just handed out, so parallel test runs do not collide.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string rank_env(int rank, int world, int port) {
-  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
-         " LOCAL_RANK=" + std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
-         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
-}
-
-// Rank 1 in the background, rank 0 in the foreground, each with its own arguments (shell words).
-// The output ends with "rc0=<exit code> rc1=<exit code>".
-tbtest::cli_result two_ranks(const std::string& args0, const std::string& args1) {
-  const int port = free_port();
-  return tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args1 + " > /dev/null 2>&1 & " + rank_env(0, 2, port) +
-                           "\"$TB\"" + args0 + "; echo rc0=$?; wait $!; echo rc1=$?");
-}
-tbtest::cli_result two_ranks(const std::string& args) { return two_ranks(args, args); }
 
 // Both ranks measure "forever"; once rank 0 has warmed up, rank 1 gets `signal`. The output ends
 // with "rc0=<rank 0's exit code> ms=<from the signal to rank 0's exit>".
@@ -61,23 +33,12 @@ tbtest::cli_result disturb_rank1(const fs::path& dir, const std::string& config,
       "kill -9 $p1 2>/dev/null; true");
 }
 
+// Where a rank of this machine runs: its host name and the address Gloo binds to here.
+rank_host here() { return {this_host_name(), choose_gloo_devices(process_environment()).addresses.at(0)}; }
+
 double seconds_in(const std::string& output) { return std::stoi(output.substr(output.find("ms=") + 3)) / 1000.0; }
 
-std::string python() {
-  const char* env = std::getenv("TRAINBENCH_PYTHON");
-  return env ? env : TRAINBENCH_TEST_PYTHON;
-}
-
 constexpr const char* dist_extra = "dist: {backend: gloo, timeout_s: 20}\n";
-const std::string five_steps =
-    " --set measure.warmup_batches=0 --set measure.measured_batches=5 --set measure.repeats=1"
-    " --set train.optimizer.lr=0.05";
-
-std::vector<at::Tensor> parameters_of(const fs::path& weights) {
-  resnet model = make_resnet("resnet18", 10);
-  load_weights(*model, weights);
-  return model->parameters();
-}
 
 // One process, one global batch of 2 x 4 per step, split the way the ranks split it (rank r
 // reads positions r, r + 2, ...). Batch norm normalises per rank in data-parallel training (as
@@ -103,22 +64,6 @@ std::vector<at::Tensor> reference_after_five_steps(const std::string& config) {
     pipe.transfer->step_done();
   }
   return pipe.step->model()->parameters();
-}
-
-double max_relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double scale = std::max(1e-3, a[i].abs().max().item<double>());
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
-  }
-  return worst;
-}
-
-bool identical(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!at::equal(a[i], b[i])) return false;
-  return true;
 }
 
 }  // namespace
@@ -210,7 +155,9 @@ TEST_CASE("a killed rank makes the other fail cleanly and name it") {
   const auto report = tbtest::read_json(dir / "tiny.json");
   CHECK(report["status"] == "error");
   CHECK(report["error"]["kind"] == "dist");
-  CHECK_THAT(report["error"]["message"].get<std::string>(), Catch::Contains("rank(s) 1 did not report"));
+  // The survivor names the lost rank and its host (all ranks posted theirs at the rendezvous).
+  CHECK_THAT(report["error"]["message"].get<std::string>(),
+             Catch::Contains(rank_at(1, {here(), here()}) + " did not report the failure"));
   CHECK(tbtest::schema_errors(report).empty());
 }
 
@@ -334,8 +281,8 @@ TEST_CASE("a rank that hangs makes the other fail after dist.timeout_s, naming i
   CHECK(report["status"] == "error");
   CHECK(report["error"]["kind"] == "dist");
   CHECK_THAT(report["error"]["message"].get<std::string>(),
-             Catch::StartsWith("rank 0 of 2: ") && Catch::Contains(" failed: ") &&
-                 Catch::Contains("rank(s) 1 did not report the failure within 3 s"));
+             Catch::StartsWith("rank 0 of 2 (host ") && Catch::Contains(" failed: ") &&
+                 Catch::Contains(rank_at(1, {here(), here()}) + " did not report the failure within 3 s"));
 }
 
 TEST_CASE("two ranks with --trace '{rank}': one trace per rank, each its own process with the all-reduce") {

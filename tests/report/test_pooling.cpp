@@ -35,6 +35,7 @@ TEST_CASE("a round's result survives the state file exactly") {
   r.dist->backend = "gloo";
   r.dist->world = 2;
   r.dist->ranks = {{0, r.windows, 0.001}, {1, r.windows, std::nullopt}};
+  r.dist->hosts = {{"tb-node0", "10.0.0.1"}, {"tb-node1", "10.0.0.2"}};
   r.telemetry.source = "nvml";
   r.telemetry.samples = 4;
   r.telemetry.power_w_mean = 123.25;
@@ -49,6 +50,9 @@ TEST_CASE("a round's result survives the state file exactly") {
   CHECK(back.dist->ranks.size() == 2);
   CHECK(back.dist->ranks[0].allreduce_s_median == std::optional<double>(0.001));
   CHECK_FALSE(back.dist->ranks[1].allreduce_s_median);
+  REQUIRE(back.dist->hosts.size() == 2);  // a ladder's pooled report still names every rank's host
+  CHECK(back.dist->hosts[1].host == "tb-node1");
+  CHECK(back.dist->hosts[1].address == "10.0.0.2");
   CHECK(back.telemetry.power_w_mean == std::optional<double>(123.25));
   REQUIRE(back.processes.size() == 1);
   CHECK(back.processes[0].to_first_window_s == r.processes[0].to_first_window_s);

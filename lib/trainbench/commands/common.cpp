@@ -45,12 +45,17 @@ void print_compute(const nlohmann::ordered_json& c) {
 void print_dist(const dist_result& d) {
   std::printf("  ranks        %d x %s (%s), global batch %lld, %zu gradient buckets\n", d.world, d.backend.c_str(),
               d.launcher.c_str(), static_cast<long long>(d.global_batch_size), d.bucket_bytes.size());
-  for (const auto& rr : d.ranks) {
+  for (std::size_t r = 0; r < std::max(d.ranks.size(), d.hosts.size()); ++r) {
     std::vector<double> rates;
-    for (const auto& w : rr.windows) rates.push_back(w.samples_per_s);
-    if (rates.empty()) continue;
-    std::printf("  rank %-7d median %.1f samples/s", rr.rank, summarize(rates).median);
-    if (rr.allreduce_s_median) std::printf(", all-reduce wait %.3f ms", 1000.0 * *rr.allreduce_s_median);
+    if (r < d.ranks.size())
+      for (const auto& w : d.ranks[r].windows) rates.push_back(w.samples_per_s);
+    std::printf("  rank %-7zu", r);
+    if (r < d.hosts.size())
+      std::printf(" on %s%s%s", d.hosts[r].host.c_str(), d.hosts[r].address.empty() ? "" : " ",
+                  d.hosts[r].address.c_str());
+    if (!rates.empty()) std::printf(" median %.1f samples/s", summarize(rates).median);
+    if (r < d.ranks.size() && d.ranks[r].allreduce_s_median)
+      std::printf(", all-reduce wait %.3f ms", 1000.0 * *d.ranks[r].allreduce_s_median);
     std::printf("\n");
   }
   if (d.scaling_efficiency)

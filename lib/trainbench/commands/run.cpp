@@ -30,6 +30,7 @@ void describe_dist(const pipeline& pipe, const profile& p, const run_request& re
   if (pipe.sync) d.bucket_bytes = pipe.sync->bucket_bytes();
   d.baseline_samples_per_s = baseline;
   if (baseline) d.baseline_report = req.baseline;
+  d.hosts = pipe.group->hosts();  // known since the rendezvous: a failed run's report names them too
 }
 
 // Every rank sends its windows to every other; all end up with the job's figures.

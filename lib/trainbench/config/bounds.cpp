@@ -84,6 +84,8 @@ std::vector<upper_bound> upper_bounds(const profile& p) {
       {"measure.processes", double(m.processes), 1e4, number_text(m.processes) + " fresh processes"},
       {"dist.timeout_s", p.dist.timeout_s, 7 * 24 * 3600.0,
        "waiting " + number_text(p.dist.timeout_s / 86400) + " days for a silent rank"},
+      {"dist.heartbeat_timeout_s", p.dist.heartbeat_timeout_s, 7 * 24 * 3600.0,
+       "waiting " + number_text(p.dist.heartbeat_timeout_s / 86400) + " days for a silent heartbeat"},
       {"dist.bucket_mb", p.dist.bucket_mb, 1024 * 1024.0, "gradient buckets of " + bytes_text(p.dist.bucket_mb * mib)},
   };
   if (!p.train.batch_size_auto)
@@ -100,6 +102,7 @@ std::optional<bound_violation> check_finite(const profile& p) {
       {"train.optimizer.weight_decay", p.train.optimizer.weight_decay},
       {"measure.target_cv", p.measure.target_cv},
       {"dist.timeout_s", p.dist.timeout_s},
+      {"dist.heartbeat_timeout_s", p.dist.heartbeat_timeout_s},
       {"dist.bucket_mb", p.dist.bucket_mb},
   };
   for (const auto& [key, v] : numbers)

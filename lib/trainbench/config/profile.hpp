@@ -101,6 +101,8 @@ struct report_config {
 struct dist_config {
   dist_backend backend = dist_backend::none;
   double timeout_s = 300;
+  // A rank whose heartbeat (or whose store) stays silent this long is lost; 0: only timeout_s.
+  double heartbeat_timeout_s = 10;
   double bucket_mb = 25;
 };
 

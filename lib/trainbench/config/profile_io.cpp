@@ -434,6 +434,7 @@ void visit(V& v, profile& p) {
     v.choice("backend", p.dist.backend,
              {dist_backend::none, dist_backend::automatic, dist_backend::gloo, dist_backend::nccl});
     v.field("timeout_s", p.dist.timeout_s);
+    v.field("heartbeat_timeout_s", p.dist.heartbeat_timeout_s);
     v.field("bucket_mb", p.dist.bucket_mb);
   });
 }
@@ -509,6 +510,8 @@ void validate(const reader& r, const profile& p) {
           "must be in [0, 3600] seconds (0: measure.measured_batches per window)");
   require(!p.report.path.empty(), "report.path", "must not be empty");
   require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
+  require(p.dist.heartbeat_timeout_s == 0 || p.dist.heartbeat_timeout_s >= 0.5, "dist.heartbeat_timeout_s",
+          "must be 0 (no heartbeat: only dist.timeout_s) or >= 0.5 seconds");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");
   if (p.backend.cuda_graph) {
     require(p.train.grad_accumulation == 1, "backend.cuda_graph",

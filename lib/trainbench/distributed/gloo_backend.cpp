@@ -1,9 +1,8 @@
 // ProcessGroupGloo.hpp needs the Gloo headers, which the PyTorch wheel does not ship. This file
 // compiles against Debian's (libgloo-dev) for declarations only: it calls functions that
-// LibTorch exports (createDefaultDevice, the constructor) and never instantiates anything of
-// Gloo's, so the layout of the wheel's own Gloo is the only one that runs. A test checks that
-// this object file defines no Gloo symbol.
-#include <c10/util/env.h>
+// LibTorch exports (createDeviceForHostname, createDeviceForInterface, the constructor) and never instantiates anything
+// of Gloo's, so the layout of the wheel's own Gloo is the only one that runs. A test checks that this object file
+// defines no Gloo symbol.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "trainbench/distributed/c10d_state.hpp"
@@ -13,20 +12,17 @@ namespace trainbench {
 bool gloo_compiled_in() { return true; }
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout, const gloo_choice& devices) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  // A group built from C++ gets no device by default; pick one the way torch.distributed does.
-  const auto ifnames = c10::utils::get_env("GLOO_SOCKET_IFNAME");
-  if (ifnames && !ifnames->empty()) {
-    std::size_t start = 0;
-    while (start <= ifnames->size()) {
-      const std::size_t comma = std::min(ifnames->find(',', start), ifnames->size());
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifnames->substr(start, comma - start)));
-      start = comma + 1;
-    }
-  } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
+  // A group built from C++ gets no device by default. choose_gloo_devices picked them the way
+  // torch.distributed does (GLOO_SOCKET_IFNAME, else the host name's address, else loopback);
+  // an address passed as the host name binds exactly there.
+  if (!devices.interfaces.empty())
+    for (const auto& name : devices.interfaces)
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  else
+    for (const auto& address : devices.addresses)
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
 }
 

@@ -3,7 +3,6 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
-
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -17,7 +16,7 @@ struct grad_bucket {
   std::vector<std::int64_t> offsets;  // in elements, within flat
   at::Tensor flat;
   std::vector<at::Tensor> as_list;  // {flat}: the collectives take a list, made once
-  std::size_t pending = 0;  // gradients not yet copied in this step
+  std::size_t pending = 0;          // gradients not yet copied in this step
   c10::intrusive_ptr<c10d::Work> work;
 };
 
@@ -120,17 +119,15 @@ bool grad_sync::finish() {
   for (auto& b : buckets_) TB_ASSERT(b->pending == 0, "a bucket still waits for gradients after backward");
   launch_ready();
   for (auto& b : buckets_) {
-    try {
-      b->work->wait();
-    } catch (const std::exception&) {
-      group_.fail("the all-reduce of the gradients");
-    }
+    group_.wait(*b->work, "the all-reduce of the gradients");
     b->work.reset();
     for (std::size_t s = 0; s < b->params.size(); ++s) {
       at::Tensor& p = params_[b->params[s]];
       at::Tensor averaged = b->flat.narrow(0, b->offsets[s], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(averaged);
-      else p.mutable_grad() = averaged.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(averaged);
+      else
+        p.mutable_grad() = averaged.clone();
     }
   }
   const auto done = std::chrono::steady_clock::now();

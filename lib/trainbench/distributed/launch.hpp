@@ -14,7 +14,9 @@ struct launch_info {
   std::string master_addr;  // rendezvous host (the TCPStore)
   int master_port = 0;
   bool agent_store = false;   // torchrun's agent already serves the store: every rank is a client
-  std::string restart_count;  // torchrun's TORCHELASTIC_RESTART_COUNT, keys the store per attempt
+  // torchrun's TORCHELASTIC_RESTART_COUNT. Not an attempt's key: after a restart it differs
+  // between nodes (see connect_store in process_group.cpp).
+  std::string restart_count;
   // Set by a ladder for each run it starts: the store outlives the run (the ladder's rank 0 or
   // torchrun's agent serves it), and this run's keys live under this prefix.
   std::string store_prefix;

@@ -3,12 +3,15 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
 #include <c10/util/Exception.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/distributed/ladder_store.hpp"
+#include "trainbench/distributed/peer_watch.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
 
 namespace trainbench {
 
@@ -26,6 +29,11 @@ std::string seconds(std::chrono::milliseconds t) {
 }
 
 std::string joined_key(int rank) { return "trainbench/joined/" + std::to_string(rank); }
+std::string host_key(int rank) { return "trainbench/host/" + std::to_string(rank); }
+
+std::chrono::milliseconds milliseconds(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string out;
@@ -44,64 +52,117 @@ c10::intrusive_ptr<c10d::Store> open_tcp_store(const launch_info& l, std::chrono
   try {
     return c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
   } catch (const std::exception& e) {
-    const std::string who = o.isServer ? "could not serve the rendezvous store on port "
-                                       : "could not reach the rendezvous store (served by rank 0) at " +
-                                             l.master_addr + ":";
-    throw run_error("dist", "rank " + std::to_string(l.rank) + " " + who + std::to_string(l.master_port) +
-                                " within " + seconds(timeout) + ": " + error_text(e));
+    const std::string who = o.isServer
+                                ? "could not serve the rendezvous store on port "
+                                : "could not reach the rendezvous store (served by rank 0) at " + l.master_addr + ":";
+    throw run_error("dist", "rank " + std::to_string(l.rank) + " " + who + std::to_string(l.master_port) + " within " +
+                                seconds(timeout) + ": " + error_text(e));
   }
 }
 
-c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout) {
+// The run's keys live under `prefix` (set here), which the heartbeat's own connection uses too.
+c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout,
+                                              std::string& prefix) {
   // One store per process, as torch.distributed keeps one: rank 0 serves it until it exits, so
   // a rank that starts its next run (a ladder's next rung) early never meets a server going away.
   // Deliberately never destroyed.
   static auto* tcp = new c10::intrusive_ptr<c10d::Store>();
   if (!*tcp) *tcp = open_tcp_store(l, timeout);
-  // torchrun's agent store outlives restarts: key this attempt apart, as torch.distributed does.
   // Each group of this process (one per run) gets its own keys; every rank makes its groups in
   // the same order, so the numbers agree.
   static int groups_made = 0;
-  const std::string prefix = (l.agent_store ? "/worker/attempt_" + l.restart_count : std::string("trainbench")) +
-                             (l.store_prefix.empty() ? "" : "/" + l.store_prefix) + "/group_" +
-                             std::to_string(groups_made++);
+  const std::string group = (l.agent_store ? "/worker/trainbench" : "trainbench") +
+                            (l.store_prefix.empty() ? "" : "/" + l.store_prefix) + "/group_" +
+                            std::to_string(groups_made++);
+  // torchrun's agent store outlives restarts, and the keys of a stopped attempt stay in it. The
+  // attempt is not TORCHELASTIC_RESTART_COUNT: an agent that restarts its workers because another
+  // node's failed does not count that restart, so the count differs between nodes. But torchrun
+  // stops every worker before it starts the next attempt and starts every rank in each one, so
+  // the n-th process to be rank r belongs with the n-th of every other rank: the store counts them.
+  std::int64_t attempt = 1;
+  try {
+    attempt = (*tcp)->add(group + "/starts/" + std::to_string(l.rank), 1);
+  } catch (const std::exception& e) {
+    throw run_error("dist", "rank " + std::to_string(l.rank) + " could not use the rendezvous store at " +
+                                l.master_addr + ":" + std::to_string(l.master_port) + ": " + error_text(e));
+  }
+  prefix = group + "/attempt_" + std::to_string(attempt);
   return c10::make_intrusive<c10d::PrefixStore>(prefix, *tcp);
 }
 
 }  // namespace
 
-process_group::process_group(const launch_info& launch, dist_backend backend, c10::Device device,
-                             std::chrono::milliseconds timeout)
-    : launch_(launch), device_(device), timeout_(timeout), state_(std::make_unique<process_group_state>()) {
+process_group::process_group(const launch_info& launch, const dist_config& dist, c10::Device device)
+    : launch_(launch),
+      device_(device),
+      timeout_(milliseconds(dist.timeout_s)),
+      state_(std::make_unique<process_group_state>()) {
+  dist_backend backend = dist.backend;
   if (backend == dist_backend::automatic) backend = device.is_cuda() ? dist_backend::nccl : dist_backend::gloo;
   if (backend == dist_backend::nccl && !device.is_cuda())
-    throw config_error("", "dist.backend", "'nccl' needs a CUDA device, and this run's device is " + device.str() +
-                                               "; use gloo (or auto)");
+    throw config_error("", "dist.backend",
+                       "'nccl' needs a CUDA device, and this run's device is " + device.str() + "; use gloo (or auto)");
   backend_name_ = to_string(backend);
-  state_->store = connect_store(launch_, timeout);
-  rendezvous(timeout);
+  const bool gloo = backend == dist_backend::gloo;
+  gloo_choice devices;
+  if (gloo) devices = choose_gloo_devices(process_environment());
+  rank_host mine{this_host_name(), ""};
+  for (const auto& a : devices.addresses) mine.address += (mine.address.empty() ? "" : ",") + a;
+  std::string prefix;
+  state_->store = connect_store(launch_, timeout_, prefix);
+  rendezvous(timeout_, mine);
+  if (gloo) {
+    check_gloo_addresses(hosts_);
+    log_info(who() + ": Gloo on " + mine.address + " (" + devices.how + ")");
+  }
+  if (gloo && dist.heartbeat_timeout_s > 0) try {
+      watch_ = std::make_unique<peer_watch>(
+          launch_, peer_watch_settings{prefix, hosts_, milliseconds(dist.heartbeat_timeout_s), timeout_});
+    } catch (const std::exception& e) {
+      throw run_error("dist", who() + ": the heartbeat could not connect to the rendezvous store at " +
+                                  launch_.master_addr + ":" + std::to_string(launch_.master_port) + ": " +
+                                  error_text(e));
+    }
   try {
-    state_->backend = backend == dist_backend::nccl
-                          ? make_nccl_backend(state_->store, rank(), world(), device, timeout)
-                          : make_gloo_backend(state_->store, rank(), world(), timeout);
+    state_->backend = gloo ? make_gloo_backend(state_->store, rank(), world(), timeout_, devices)
+                           : make_nccl_backend(state_->store, rank(), world(), device, timeout_);
   } catch (const config_error&) {
     throw;
   } catch (const std::exception& e) {
-    throw run_error("dist", "rank " + std::to_string(rank()) + ": creating the " + backend_name_ +
-                                " process group failed: " + error_text(e));
+    throw run_error("dist", who() + ": creating the " + backend_name_ + " process group failed: " + error_text(e));
   }
 }
 
-process_group::~process_group() = default;
+process_group::~process_group() {
+  // A failed collective may leave Gloo's worker threads waiting on a lost peer until its timeout,
+  // and the backend's destructor joins them: leave it (and them) to the process's exit.
+  if (failed_ && state_->backend) (void)state_->backend.release();
+}
 
-// Each rank announces itself, then waits for all the others; on timeout it can say who is missing.
-void process_group::rendezvous(std::chrono::milliseconds timeout) {
+std::string process_group::who() const {
+  const std::string at = rank_at(rank(), hosts_);  // "rank R (host H, A)"
+  const std::size_t space = at.find(' ', 5);
+  return "rank " + std::to_string(rank()) + " of " + std::to_string(world()) +
+         (space == std::string::npos ? "" : at.substr(space));
+}
+
+// Each rank announces itself with its host, then waits for all the others; on timeout it can say
+// who is missing. Its heartbeat key exists from here on, so the watch can read every rank's.
+void process_group::rendezvous(std::chrono::milliseconds timeout, const rank_host& mine) {
   auto& store = *state_->store;
-  std::vector<std::string> keys;
-  for (int r = 0; r < world(); ++r) keys.push_back(joined_key(r));
+  std::vector<std::string> keys, host_keys;
+  for (int r = 0; r < world(); ++r) {
+    keys.push_back(joined_key(r));
+    host_keys.push_back(host_key(r));
+  }
   try {
+    store.add(heartbeat_key(rank()), 1);
+    const std::string record = host_record(mine);
+    store.set(host_key(rank()), std::vector<std::uint8_t>(record.begin(), record.end()));
     store.set(joined_key(rank()), std::vector<std::uint8_t>{1});
     store.wait(keys, timeout);
+    for (const auto& value : store.multiGet(host_keys))
+      hosts_.push_back(parse_host_record({value.begin(), value.end()}));
     return;
   } catch (const std::exception& e) {
     std::vector<int> missing;
@@ -109,14 +170,44 @@ void process_group::rendezvous(std::chrono::milliseconds timeout) {
       for (int r = 0; r < world(); ++r)
         if (!store.check({joined_key(r)})) missing.push_back(r);
     } catch (const std::exception&) {
-      throw run_error("dist", "rank " + std::to_string(rank()) + " lost the rendezvous store at " +
-                                  launch_.master_addr + ":" + std::to_string(launch_.master_port) + ": " +
-                                  error_text(e));
+      throw run_error("dist", "rank " + std::to_string(rank()) + " (host " + mine.host +
+                                  ") lost the rendezvous store at " + launch_.master_addr + ":" +
+                                  std::to_string(launch_.master_port) + ": " + error_text(e));
     }
     throw run_error("dist", "rank(s) " + rank_list(missing) + " of " + std::to_string(world()) +
                                 " did not arrive at the rendezvous (" + launch_.master_addr + ":" +
-                                std::to_string(launch_.master_port) + ") within dist.timeout_s = " +
-                                seconds(timeout));
+                                std::to_string(launch_.master_port) + ") within dist.timeout_s = " + seconds(timeout) +
+                                " (seen by rank " + std::to_string(rank()) + ", host " + mine.host + ")");
+  }
+}
+
+void process_group::wait(c10d::Work& work, const std::string& what) {
+  try {
+    if (!watch_) {
+      work.wait();
+      return;
+    }
+    // wait(timeout) throws when the time is up, and rethrows the collective's own error: only an
+    // unfinished work means "not yet".
+    for (;;) {
+      try {
+        work.wait(watch_->interval());
+        return;
+      } catch (const std::exception&) {
+        if (work.isCompleted()) {
+          work.wait();
+          return;
+        }
+      }
+      if (auto lost = watch_->verdict()) {
+        failed_ = true;
+        throw run_error("dist", who() + ": " + what + " was abandoned: " + *lost);
+      }
+    }
+  } catch (const run_error&) {
+    throw;
+  } catch (const std::exception&) {
+    fail(what);
   }
 }
 
@@ -126,22 +217,26 @@ void process_group::broadcast_from_rank0(std::vector<at::Tensor>& tensors) {
   // One collective per tensor keeps Gloo's and NCCL's requirements (same shape, one device) simple.
   for (auto& t : tensors) {
     std::vector<at::Tensor> one{t};
+    c10::intrusive_ptr<c10d::Work> work;
     try {
-      state_->backend->broadcast(one, o)->wait();
+      work = state_->backend->broadcast(one, o);
     } catch (const std::exception&) {
       fail("broadcasting the initial parameters from rank 0");
     }
+    wait(*work, "broadcasting the initial parameters from rank 0");
   }
 }
 
 void process_group::barrier() {
   c10d::BarrierOptions o;
   if (device_.is_cuda()) o.device = device_;
+  c10::intrusive_ptr<c10d::Work> work;
   try {
-    state_->backend->barrier(o)->wait();
+    work = state_->backend->barrier(o);
   } catch (const std::exception&) {
     fail("the barrier that aligns the measured windows");
   }
+  wait(*work, "the barrier that aligns the measured windows");
 }
 
 std::vector<std::vector<double>> process_group::all_gather(const std::vector<double>& mine) {
@@ -151,11 +246,13 @@ std::vector<std::vector<double>> process_group::all_gather(const std::vector<dou
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world(); ++r) outputs[0].push_back(at::empty({n}, opts));
   std::vector<at::Tensor> inputs{input};
+  c10::intrusive_ptr<c10d::Work> work;
   try {
-    state_->backend->allgather(outputs, inputs)->wait();
+    work = state_->backend->allgather(outputs, inputs);
   } catch (const std::exception&) {
     fail("gathering every rank's measurements");
   }
+  wait(*work, "gathering every rank's measurements");
   std::vector<std::vector<double>> out;
   for (auto& t : outputs[0]) {
     at::Tensor host = t.cpu().contiguous();
@@ -171,8 +268,10 @@ void process_group::fail(const std::string& what) {
   } catch (const std::exception& e) {
     reason = error_text(e);
   }
-  throw run_error("dist", "rank " + std::to_string(rank()) + " of " + std::to_string(world()) + ": " + what +
-                              " failed: " + reason + silent_ranks());
+  failed_ = true;
+  // The heartbeat, when it has lost someone already, says who; else ask the store who is silent.
+  const auto lost = watch_ ? watch_->verdict() : std::nullopt;
+  throw run_error("dist", who() + ": " + what + " failed: " + reason + (lost ? "; " + *lost : silent_ranks()));
 }
 
 // A collective fails on every surviving rank, so each posts a key in the store and looks for the
@@ -182,24 +281,25 @@ std::string process_group::silent_ranks() {
   auto& store = *state_->store;
   const auto window = std::min(timeout_, std::chrono::milliseconds(5000));
   const auto deadline = std::chrono::steady_clock::now() + window;
-  std::vector<int> silent;
+  std::string silent;
   try {
     store.set("trainbench/failed/" + std::to_string(rank()), std::vector<std::uint8_t>{1});
     for (int r = 0; r < world(); ++r) {
       if (r == rank()) continue;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       try {
         store.wait({"trainbench/failed/" + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
       } catch (const c10::DistStoreError&) {
-        silent.push_back(r);
+        silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
       }
     }
   } catch (const std::exception&) {
-    return "; the rendezvous store that rank 0 serves is unreachable too, so rank 0 stopped";
+    return "; the rendezvous store, on the host of " + rank_at(0, hosts_) +
+           ", is unreachable too: rank 0 or its host stopped, or this host's link is down";
   }
   if (silent.empty()) return "";
-  return "; rank(s) " + rank_list(silent) + " did not report the failure within " + seconds(window) +
-         ": they stopped (or hang)";
+  return "; " + silent + " did not report the failure within " + seconds(window) + ": gone, stopped or hung";
 }
 
 struct ladder_store::impl {

@@ -44,7 +44,10 @@ json dist_json(const dist_result& d) {
   json ranks = json::array();
   for (const auto& r : d.ranks)
     ranks.push_back({{"rank", r.rank}, {"windows", windows_json(r.windows)}, {"allreduce", opt(r.allreduce_s_median)}});
+  json hosts = json::array();
+  for (const auto& h : d.hosts) hosts.push_back({h.host, h.address});
   return {{"backend", d.backend},
+          {"hosts", hosts},
           {"launcher", d.launcher},
           {"world", d.world},
           {"rank", d.rank},
@@ -70,6 +73,7 @@ dist_result dist_from(const json& j) {
   d.bucket_bytes = j.at("bucket_bytes").get<std::vector<std::int64_t>>();
   for (const auto& r : j.at("ranks"))
     d.ranks.push_back({r.at("rank").get<int>(), windows_from(r.at("windows")), opt_from<double>(r, "allreduce")});
+  for (const auto& h : j.at("hosts")) d.hosts.push_back({h.at(0).get<std::string>(), h.at(1).get<std::string>()});
   d.baseline_report = opt_from<std::string>(j, "baseline_report");
   d.baseline_samples_per_s = opt_from<double>(j, "baseline_samples_per_s");
   d.scaling_efficiency = opt_from<double>(j, "scaling_efficiency");

@@ -80,11 +80,17 @@ json effective_json(const effective_settings& e) {
 }
 
 json dist_json(const dist_result& d, const run_result& r) {
+  // Every rank the job had: a failed run gathered no measurements, but its hosts are known.
   json ranks = json::array();
-  for (const auto& rr : d.ranks) {
+  const auto text_or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  for (std::size_t r = 0; r < std::max(d.ranks.size(), d.hosts.size()); ++r) {
+    const rank_result rr = r < d.ranks.size() ? d.ranks[r] : rank_result{static_cast<int>(r), {}, std::nullopt};
+    const rank_host h = r < d.hosts.size() ? d.hosts[r] : rank_host{};
     std::vector<double> rates;
     for (const auto& w : rr.windows) rates.push_back(w.samples_per_s);
     ranks.push_back({{"rank", rr.rank},
+                     {"host", text_or_null(h.host)},
+                     {"address", text_or_null(h.address)},
                      {"samples_per_s", summary_json(rates, "samples/s", true)},
                      {"allreduce_s_median", opt(rr.allreduce_s_median)}});
   }

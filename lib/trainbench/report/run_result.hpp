@@ -43,6 +43,12 @@ struct rank_result {
   std::optional<double> allreduce_s_median;  // the runner's allreduce stage (exposed wait)
 };
 
+// Where a rank ran, as it posted it at the rendezvous.
+struct rank_host {
+  std::string host;     // gethostname()
+  std::string address;  // the address its Gloo traffic used (empty on NCCL, which picks its own)
+};
+
 // A data-parallel run, as rank 0 reports it.
 struct dist_result {
   std::string backend, launcher;
@@ -51,6 +57,7 @@ struct dist_result {
   double bucket_cap_mb = 0;
   std::vector<std::int64_t> bucket_bytes;
   std::vector<rank_result> ranks;
+  std::vector<rank_host> hosts;  // by rank; known from the rendezvous on, so a failed run has them too
   std::optional<std::string> baseline_report;
   std::optional<double> baseline_samples_per_s, scaling_efficiency;
 };
