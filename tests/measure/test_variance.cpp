@@ -67,14 +67,18 @@ TEST_CASE("a budget buys the plan with the narrowest interval, found exhaustivel
   // No plan that fits does better: variance of the grand mean between^2 / P + within^2 / (P n).
   const auto variance = [&](int p, int n) { return (between * between + within * within / n) / p; };
   for (int p = 4; p * (process_s + window_s) <= budget; ++p)
-    for (int n = 1; p * (process_s + n * window_s) <= budget; ++n)
+    for (int n = min_windows_per_process; p * (process_s + n * window_s) <= budget; ++n)
       CHECK(variance(best.processes, best.windows_per_process) <= variance(p, n) * (1 + 1e-12));
   // It lands near the continuous optimum.
   CHECK(std::abs(best.windows_per_process - 3.79) < 1.5);
   // Two runs of the plan: the interval of their change, wider by sqrt(pi/3) than the normal one on means.
   CHECK(best.half_width == Approx(1.959964 * best.unit_sd * std::sqrt(2.0 / best.processes) * std::sqrt(M_PI / 3)));
   CHECK(best.detectable > best.half_width);
-  // A budget that cannot fit 4 processes of one window buys nothing.
-  CHECK(plans_within(within, between, process_s, window_s, 4 * 3.3 - 0.01, 4).empty());
-  CHECK(plans_within(within, between, process_s, window_s, 4 * 3.3 + 0.01, 4).size() == 1);
+  // A budget that cannot fit 4 processes of two windows buys nothing.
+  CHECK(plans_within(within, between, process_s, window_s, 4 * 3.6 - 0.01, 4).empty());
+  CHECK(plans_within(within, between, process_s, window_s, 4 * 3.6 + 0.01, 4).size() == 1);
+  // Where processes are all the noise, the optimum is one window; plans keep two, so a run still
+  // measures both levels.
+  CHECK(plans_within(0.001, 0.05, process_s, window_s, budget, 4).front().windows_per_process ==
+        min_windows_per_process);
 }

@@ -99,7 +99,7 @@ std::vector<repetition_plan> plans_within(double within_sd, double between_sd, d
     // With p processes, more windows only ever narrow the interval: take all the budget allows.
     const double per_process = budget_s / p - process_cost_s;
     const double windows = std::floor(per_process / window_cost_s);
-    if (windows < 1) break;
+    if (windows < min_windows_per_process) break;
     out.push_back(plan_figures(p, static_cast<int>(std::min(windows, 1e6)), within_sd, between_sd, process_cost_s,
                                window_cost_s));
   }

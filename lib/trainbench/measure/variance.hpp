@@ -41,9 +41,13 @@ struct repetition_plan {
 // sqrt(process_cost * within^2 / (window_cost * between^2)); none when between is 0.
 std::optional<double> optimal_windows(double within_sd, double between_sd, double process_cost_s, double window_cost_s);
 
-// Every (processes >= min_processes, windows >= 1) that fits the budget, searched exhaustively;
-// the one with the smallest variance of the grand mean first. Empty when not even
-// min_processes x 1 window fit.
+// Two windows per process at least, so that every run of a plan still measures the noise within
+// a process (with one, the two levels cannot be told apart), even where one would do.
+constexpr int min_windows_per_process = 2;
+
+// Every (processes >= min_processes, windows >= min_windows_per_process) that fits the budget,
+// searched exhaustively; the one with the smallest variance of the grand mean first. Empty when
+// not even min_processes x 2 windows fit.
 std::vector<repetition_plan> plans_within(double within_sd, double between_sd, double process_cost_s,
                                           double window_cost_s, double budget_s, int min_processes);
 

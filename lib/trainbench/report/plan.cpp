@@ -145,9 +145,10 @@ std::string text_plan(const budget_plan& p) {
   out += "  as measured  " + plan_line(p.as_measured) + "\n";
   if (p.choices.empty()) {
     out += fmt::format(
-        "  budget       {:.0f} s cannot fit {} processes of one window each ({:.0f} s), the fewest a process-level "
-        "test needs to reach p below alpha\n",
-        p.budget_s, p.min_processes, p.min_processes * (p.process_cost_s + p.window_cost_s));
+        "  budget       {:.0f} s cannot fit {} processes of {} windows each ({:.0f} s): the fewest processes a "
+        "process-level test needs to reach p below alpha, and the fewest windows that measure the noise within one\n",
+        p.budget_s, p.min_processes, min_windows_per_process,
+        p.min_processes * (p.process_cost_s + min_windows_per_process * p.window_cost_s));
     return out;
   }
   const repetition_plan& best = p.choices.front();
