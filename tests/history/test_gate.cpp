@@ -6,6 +6,8 @@
 
 #include "helpers.hpp"
 #include "history/history_fixtures.hpp"
+#include "trainbench/history/database.hpp"
+#include "trainbench/util/fs.hpp"
 
 using namespace tbtest;
 namespace fs = std::filesystem;
@@ -241,4 +243,46 @@ TEST_CASE("history gate: a database that does not exist is exit 2 and makes no f
   CHECK(r.code == 2);
   CHECK(r.output.find(db.string()) != std::string::npos);
   CHECK(!fs::exists(db));
+}
+
+HISTORY_TEST("gate: a candidate that measured no window fails the gate, exit 1", gate_crashed_candidate) {
+  const fs::path dir = scratch(backend_dir("gate-crashed", db));
+  add_series(db, dir, 6, [](int i) { return baseline_run(i, 1000); });
+  fake_run crashed;
+  crashed.status = "error";
+  crashed.rates.clear();  // crashed before its first window
+  write_report(dir / "cand", "c", crashed);
+  const auto out = gate(db, quoted(dir / "cand"));
+  INFO(out.output);
+  CHECK(out.code == 1);
+  CHECK(out.j["series"][0]["verdict"] == "NO WINDOWS");
+}
+
+HISTORY_TEST("gate: a database written by a newer trainbench is exit 2 and left as it was", gate_newer_db) {
+  const fs::path dir = scratch(backend_dir("gate-newer", db));
+  add_series(db, dir, 3, [](int i) { return baseline_run(i, 1000); });
+  trainbench::open_database(db)->query("UPDATE tb_meta SET value = '99' WHERE key = 'schema_version'");
+  const auto cand = write_report(dir / "cand", "c", candidate_run(1000));
+  const auto r = run_cli("history gate --db '" + db + "' " + quoted(cand));
+  CHECK(r.code == 2);
+  CHECK(r.output.find("newer trainbench") != std::string::npos);
+  CHECK(trainbench::open_database(db)->query("SELECT value FROM tb_meta WHERE key = 'schema_version'")[0].text(0) ==
+        "99");
+}
+
+TEST_CASE("history gate: a damaged database file or a PostgreSQL server that is down is exit 2", "[history]") {
+  const fs::path dir = scratch("gate-damaged");
+  const fs::path db = dir / "history.sqlite";
+  std::string junk = "not a SQLite database\n";
+  for (int i = 0; i < 200; ++i) junk += "junk line " + std::to_string(i) + "\n";
+  write_text(db, junk);
+  const auto cand = write_report(dir / "cand", "c", candidate_run(1000));
+  auto r = run_cli("history gate --db '" + db.string() + "' " + quoted(cand));
+  CHECK(r.code == 2);
+  CHECK(r.output.find(db.string()) != std::string::npos);
+  CHECK(trainbench::read_text_file(db) == junk);
+  // Nothing listens on port 1; connecting is refused at once.
+  r = run_cli("history gate --db 'postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=5' " + quoted(cand));
+  CHECK(r.code == 2);
+  CHECK(r.output.find("secret") == std::string::npos);
 }
