@@ -65,7 +65,7 @@ std::optional<std::string> postgres_db(const std::string& test) {
 
 std::string commit_of(int i) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "c%039d", i);
+  std::snprintf(buf, sizeof buf, "c%011d%028d", i, 0);  // told apart in the first 12 characters too
   return buf;
 }
 

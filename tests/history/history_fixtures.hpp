@@ -29,7 +29,7 @@ std::string sqlite_db(const std::string& test);
 // counts as skipped) when no server is given.
 std::optional<std::string> postgres_db(const std::string& test);
 
-// The commit and time of the i-th run of a constructed series: "c000...0i", an hour apart.
+// The commit and time of the i-th run of a constructed series ("c0000000000i000..."), an hour apart.
 std::string commit_of(int i);
 std::string time_of(int i);
 // Adds one report per commit, in process (starting the executable per commit would cost a

@@ -256,6 +256,8 @@ HISTORY_TEST("gate: a candidate that measured no window fails the gate, exit 1",
   INFO(out.output);
   CHECK(out.code == 1);
   CHECK(out.j["series"][0]["verdict"] == "NO WINDOWS");
+  CHECK(out.j["series"][0]["notes"][0].get<std::string>().find("ended with status 'error' after 0 windows") !=
+        std::string::npos);
 }
 
 HISTORY_TEST("gate: a database written by a newer trainbench is exit 2 and left as it was", gate_newer_db) {

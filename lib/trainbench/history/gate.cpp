@@ -113,6 +113,10 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
   std::vector<std::vector<window_record>> cand_windows;
   for (const auto& r : candidate) cand_windows.push_back(r.windows);
   add_side(cand_windows, g.row.candidate, g.row.candidate_process);
+  for (const auto& r : candidate)
+    if (r.status != "ok")
+      g.notes.push_back("the candidate run '" + r.source + "' ended with status '" + r.status + "' after " +
+                        std::to_string(r.windows.size()) + " windows; judged on those");
   const auto hit = std::find_if(known.begin(), known.end(), [&](const series_record& s) { return s.id == id; });
   if (hit != known.end()) {
     g.series.profile_name = hit->profile_name;
