@@ -5,6 +5,7 @@
 #include <map>
 
 #include "trainbench/commands/commands.hpp"
+#include "trainbench/history/gate.hpp"
 #include "trainbench/history/history.hpp"
 #include "trainbench/report/compare.hpp"
 #include "trainbench/report/ladder.hpp"
@@ -201,6 +202,24 @@ int main(int argc, char** argv) {
   add_change_point_options(*history_show, hshow.params);
   // Hidden (empty group): scripts/otava-crosscheck.py's switch, documented in docs/history.md.
   history_show->add_flag("--otava-compatible", hshow.otava_compatible, "")->group("");
+  history_gate_request hgate;
+  auto* history_gate = history->add_subcommand(
+      "gate", "a pull request's runs against the branch's runs since the last change point; exit 1 on SLOWER");
+  history_gate->add_option("candidates", hgate.candidates, "the candidate's report files or folders")->required();
+  history_gate->add_option("--db", hgate.db, "SQLite file or postgresql:// URL (default as for add)");
+  history_gate->add_option("--branch", hgate.branch, "the baseline branch (default main)");
+  history_gate->add_option("--format", hgate.format, "text | markdown | json")
+      ->check(CLI::IsMember({"text", "markdown", "json"}));
+  history_gate->add_option("--threshold", hgate.threshold_pct,
+                           "smallest change in percent that counts as FASTER or SLOWER (default 3)");
+  history_gate->add_option("--alpha", hgate.alpha, "significance level, across series with Holm (default 0.05)");
+  history_gate->add_option("--baseline-runs", hgate.baseline_runs,
+                           "the latest runs since the last change point that form the baseline (default 50)");
+  history_gate->add_option("--min-processes", hgate.min_processes,
+                           "fewer baseline processes than this: the threshold rule instead of the test (default 5)");
+  history_gate->add_flag("--require-baseline", hgate.require_baseline,
+                         "a candidate series without baseline runs fails the gate (default: a warning)");
+  add_change_point_options(*history_gate, hgate.params);
 
   // Hidden (empty group): the hook of scripts/check-torchvision.py, documented in docs/models.md.
   logits_request logits_req;
@@ -250,6 +269,7 @@ int main(int argc, char** argv) {
     if (*logits) return logits_command(logits_req);
     if (*history_add) return history_add_command(hadd);
     if (*history_show) return history_show_command(hshow);
+    if (*history_gate) return history_gate_command(hgate);
     if (*ladder) {
       lad.command_line = command_line;
       return ladder_command(lad);

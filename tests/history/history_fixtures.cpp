@@ -1,10 +1,12 @@
 #include "history/history_fixtures.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "helpers.hpp"
 #include "trainbench/history/database.hpp"
+#include "trainbench/history/history.hpp"
 
 namespace tbtest {
 namespace fs = std::filesystem;
@@ -59,6 +61,32 @@ std::optional<std::string> postgres_db(const std::string& test) {
   admin->query("CREATE SCHEMA " + schema);
   const std::string url = base;
   return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+}
+
+std::string commit_of(int i) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "c%011d%028d", i, 0);  // told apart in the first 12 characters too
+  return buf;
+}
+
+std::string time_of(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "2026-10-%02dT%02d:00:00Z", 1 + i / 24, i % 24);
+  return buf;
+}
+
+void add_series(const std::string& db, const fs::path& dir, int runs, const std::function<fake_run(int)>& run_of,
+                const std::string& branch) {
+  for (int i = 0; i < runs; ++i) {
+    trainbench::history_add_request req;
+    req.db = db;
+    req.quiet = true;
+    req.inputs = {write_report(dir, "run-" + std::to_string(i) + "-" + branch, run_of(i)).string()};
+    req.commit = commit_of(i);
+    req.branch = branch;
+    req.time = time_of(i);
+    trainbench::history_add_command(req);
+  }
 }
 
 }  // namespace tbtest

@@ -2,6 +2,7 @@
 // Shared by the history tests: constructed run reports, and a fresh database on each backend
 // (SQLite always; PostgreSQL when TRAINBENCH_TEST_POSTGRES_URL names a server, as .ci/run does).
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,6 +28,14 @@ std::string sqlite_db(const std::string& test);
 // A fresh PostgreSQL schema for this test, or nullopt (after printing the skip line ctest
 // counts as skipped) when no server is given.
 std::optional<std::string> postgres_db(const std::string& test);
+
+// The commit and time of the i-th run of a constructed series ("c0000000000i000..."), an hour apart.
+std::string commit_of(int i);
+std::string time_of(int i);
+// Adds one report per commit, in process (starting the executable per commit would cost a
+// second each): run i is run_of(i), at commit_of(i) and time_of(i) on `branch`.
+void add_series(const std::string& db, const std::filesystem::path& dir, int runs,
+                const std::function<fake_run(int)>& run_of, const std::string& branch = "main");
 
 }  // namespace tbtest
 

@@ -2,7 +2,6 @@
 // at the right commit, and bad input that leaves the database as it was.
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <functional>
 #include <iostream>
 
 #include "helpers.hpp"
@@ -18,34 +17,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string commit_of(int i) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "c%039d", i);
-  return buf;
-}
-
-std::string time_of(int i) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "2026-10-%02dT%02d:00:00Z", 1 + i / 24, i % 24);
-  return buf;
-}
-
-// Adds one report per commit, in process (starting the executable per commit would cost a
-// second each): the runs of commit i have the windows rates(i).
-void add_series(const std::string& db, const fs::path& dir, int runs, const std::function<fake_run(int)>& run_of,
-                const std::string& branch = "main") {
-  for (int i = 0; i < runs; ++i) {
-    history_add_request req;
-    req.db = db;
-    req.quiet = true;
-    req.inputs = {write_report(dir, "run-" + std::to_string(i) + "-" + branch, run_of(i)).string()};
-    req.commit = commit_of(i);
-    req.branch = branch;
-    req.time = time_of(i);
-    history_add_command(req);
-  }
-}
 
 // A series with a 6% drop at commit 30 of 45, when the driver changed too.
 fake_run driver_step(int i) {

@@ -1,6 +1,8 @@
 #include "trainbench/history/store.hpp"
 
+#include <algorithm>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "trainbench/util/error.hpp"
@@ -200,6 +202,31 @@ std::vector<window_record> history_store::windows_of(const std::string& run_id) 
   for (const auto& r : db_->query(
            "SELECT process, samples, elapsed_s, samples_per_s FROM tb_windows WHERE run_id = ? ORDER BY idx", {run_id}))
     out.push_back({r.integer(0), r.integer(1), r.real(2), r.real(3)});
+  return out;
+}
+
+std::vector<std::vector<window_record>> history_store::windows_of(const std::vector<std::string>& run_ids) {
+  std::vector<std::vector<window_record>> out(run_ids.size());
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < run_ids.size(); ++i) index[run_ids[i]] = i;
+  constexpr std::size_t chunk = 100;  // placeholders per statement, well below either backend's limit
+  for (std::size_t from = 0; from < run_ids.size(); from += chunk) {
+    const std::size_t to = std::min(run_ids.size(), from + chunk);
+    std::string sql = "SELECT run_id, process, samples, elapsed_s, samples_per_s FROM tb_windows WHERE run_id IN (";
+    std::vector<sql_value> params;
+    for (std::size_t i = from; i < to; ++i) {
+      sql += i == from ? "?" : ", ?";
+      params.emplace_back(run_ids[i]);
+    }
+    for (const auto& r : db_->query(sql + ") ORDER BY run_id, idx", params))
+      out[index.at(r.text(0))].push_back({r.integer(1), r.integer(2), r.real(3), r.real(4)});
+  }
+  return out;
+}
+
+std::vector<std::string> history_store::all_branches() {
+  std::vector<std::string> out;
+  for (const auto& r : db_->query("SELECT DISTINCT branch FROM tb_runs ORDER BY branch")) out.push_back(r.text(0));
   return out;
 }
 

@@ -81,6 +81,10 @@ class history_store {
   // A series' runs on a branch (every branch when empty) in time order, without windows or report.
   std::vector<run_record> runs_of(const std::string& series_id, const std::string& branch);
   std::vector<window_record> windows_of(const std::string& run_id);
+  // The windows of several runs (parallel to run_ids), in a few queries rather than one a run.
+  std::vector<std::vector<window_record>> windows_of(const std::vector<std::string>& run_ids);
+  // Every branch with a run, in name order.
+  std::vector<std::string> all_branches();
   std::string report_of(const std::string& run_id);
   std::optional<change_point_set> change_points_of(const std::string& series_id, const std::string& branch,
                                                    const std::string& algorithm, const std::string& parameters);
