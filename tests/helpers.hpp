@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 namespace tbtest {
@@ -37,6 +38,9 @@ nlohmann::json read_json(const std::filesystem::path& file);
 // What in a report does not match schemas/report.schema.json (empty: it validates).
 std::vector<std::string> schema_errors(const nlohmann::json& report);
 // A small, fast CPU profile (synthetic data, tiny images) that tests adjust with --set.
+// An RGB JPEG written with arithmetic coding (libjpeg-turbo's arith_code), which nvJPEG cannot
+// decode; trainbench's own encoder writes Huffman-coded files only.
+std::vector<std::uint8_t> encode_arithmetic_jpeg(const std::uint8_t* rgb, int width, int height);
 std::string tiny_profile(const std::filesystem::path& dir, const std::string& extra = "");
 
 }  // namespace tbtest

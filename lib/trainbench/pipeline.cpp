@@ -111,6 +111,8 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.std = p.data.normalize.std;
     no.channels_last = p.model.channels_last;
     no.copy_stream = p.transfer.copy_stream;
+    no.max_image_pixels = p.data.max_image_pixels;
+    no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
     stage = make_nvjpeg_transfer(device, no, why);
   }
   if (stage) {

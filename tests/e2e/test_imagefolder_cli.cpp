@@ -116,6 +116,7 @@ TEST_CASE("data.decode: device without a GPU falls back to the host, said as ine
   REQUIRE(r.code == 0);
   const auto j = tbtest::read_json(dir / "folder.bench-data.json");
   CHECK(j["effective"]["decode"] == "host");
+  CHECK(j["results"]["device_decode"].is_null());  // nothing was decoded on a device
   bool noted = false;
   for (const auto& n : j["effective"]["notes"])
     noted = noted || n.get<std::string>().find("data.decode: requested but ineffective") != std::string::npos;

@@ -69,9 +69,13 @@ class cuda_clock final : public stage_clock {
       row[0] = host_wait_[static_cast<std::size_t>(b)];
       for (int s = 1; s < stage_count; ++s) {
         if (!recorded_[index(s, b, 0)] || !recorded_[index(s, b, 1)]) continue;
-        const double t0 = since_origin(index(s, b, 0)), t1 = since_origin(index(s, b, 1));
-        row[s] = t1 - t0;
-        if (s == static_cast<int>(stage_id::h2d)) copy_spans.push_back({t0, t1});
+        // The duration from its own two events: a difference of two offsets from the window's
+        // start would carry each offset's float rounding, which grows with the window's length.
+        row[s] = between(index(s, b, 0), index(s, b, 1));
+        if (s == static_cast<int>(stage_id::h2d)) {
+          const double t0 = since_origin(index(s, b, 0));  // placement only, for the overlap
+          copy_spans.push_back({t0, t0 + row[s]});
+        }
       }
       const int first = static_cast<int>(stage_id::forward), last = static_cast<int>(stage_id::optimizer);
       int end_stage = last;
@@ -105,6 +109,11 @@ class cuda_clock final : public stage_clock {
     return (static_cast<std::size_t>(b) * stage_count + static_cast<std::size_t>(s)) * 2 + edge;
   }
   double since_origin(std::size_t i) const { return since_origin(events_[i]); }
+  double between(std::size_t begin, std::size_t end) const {
+    float ms = 0;
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[begin], events_[end]));
+    return ms / 1000.0;
+  }
   double since_origin(cudaEvent_t e) const {
     float ms = 0;
     TB_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_event_, e));
@@ -129,7 +138,6 @@ class cuda_clock final : public stage_clock {
   static std::int64_t ns(steady::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
-  std::int64_t on_host(std::size_t i) const { return map_.to_host(since_origin(i)); }
 
   // Device spans from the same events as the stage times, the data wait from the same host
   // reads, and the host's enqueue spans (not measurements) for the training thread's lane.
@@ -146,7 +154,8 @@ class cuda_clock final : public stage_clock {
         if (!recorded_[i0] || !recorded_[i1]) continue;
         const auto id = static_cast<stage_id>(s);
         const span_lane lane = (id == stage_id::h2d && copy_) ? span_lane::copy_stream : span_lane::compute_stream;
-        out.push_back({id, b, lane, true, on_host(i0), on_host(i1)});
+        const double t0 = since_origin(i0);  // placed from the window's start, as long as its own pair says
+        out.push_back({id, b, lane, true, map_.to_host(t0), map_.to_host(t0 + between(i0, i1))});
         out.push_back({id, b, span_lane::host, false, ns(host_marks_[i0]), ns(host_marks_[i1])});
       }
     }

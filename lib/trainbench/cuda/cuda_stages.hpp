@@ -41,6 +41,9 @@ struct nvjpeg_options {
   std::vector<double> mean, std;
   bool channels_last = false;
   bool copy_stream = false;  // decode on a side stream, one batch ahead of the step
+  // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
+  std::int64_t max_image_pixels = 89478485;
+  bool skip_bad_files = false;  // data.on_bad_file: skip
 };
 std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device device, const nvjpeg_options& options,
                                                      std::string& why);

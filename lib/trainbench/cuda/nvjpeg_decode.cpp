@@ -10,11 +10,16 @@
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
+#include "trainbench/data/jpeg.hpp"
+#include "trainbench/stages/device_decode.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
 
 #if TRAINBENCH_HAVE_NVJPEG_H
 #include <nvjpeg.h>
@@ -33,6 +38,15 @@ std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_o
 
 namespace {
 
+// The status table in stages/device_decode.cpp classifies by these numbers.
+static_assert(NVJPEG_STATUS_SUCCESS == 0 && NVJPEG_STATUS_NOT_INITIALIZED == 1 &&
+                  NVJPEG_STATUS_INVALID_PARAMETER == 2 && NVJPEG_STATUS_BAD_JPEG == 3 &&
+                  NVJPEG_STATUS_JPEG_NOT_SUPPORTED == 4 && NVJPEG_STATUS_ALLOCATOR_FAILURE == 5 &&
+                  NVJPEG_STATUS_EXECUTION_FAILED == 6 && NVJPEG_STATUS_ARCH_MISMATCH == 7 &&
+                  NVJPEG_STATUS_INTERNAL_ERROR == 8 && NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED == 9 &&
+                  NVJPEG_STATUS_INCOMPLETE_BITSTREAM == 10,
+              "nvjpegStatus_t values differ from the table in stages/device_decode.cpp");
+
 // The entry points we use, resolved once from the library.
 struct nvjpeg_api {
   decltype(&nvjpegCreateEx) create_ex = nullptr;
@@ -43,6 +57,10 @@ struct nvjpeg_api {
   decltype(&nvjpegDecodeBatched) batched = nullptr;
   decltype(&nvjpegDecode) decode = nullptr;
   decltype(&nvjpegGetProperty) property = nullptr;
+  decltype(&nvjpegJpegStreamCreate) stream_create = nullptr;
+  decltype(&nvjpegJpegStreamDestroy) stream_destroy = nullptr;
+  decltype(&nvjpegJpegStreamParse) stream_parse = nullptr;
+  decltype(&nvjpegDecodeBatchedSupported) batched_supported = nullptr;
   std::string path;
 };
 
@@ -83,37 +101,63 @@ const nvjpeg_api* load_api(std::string& why) {
     api.batched = reinterpret_cast<decltype(api.batched)>(sym("nvjpegDecodeBatched"));
     api.decode = reinterpret_cast<decltype(api.decode)>(sym("nvjpegDecode"));
     api.property = reinterpret_cast<decltype(api.property)>(sym("nvjpegGetProperty"));
+    api.stream_create = reinterpret_cast<decltype(api.stream_create)>(sym("nvjpegJpegStreamCreate"));
+    api.stream_destroy = reinterpret_cast<decltype(api.stream_destroy)>(sym("nvjpegJpegStreamDestroy"));
+    api.stream_parse = reinterpret_cast<decltype(api.stream_parse)>(sym("nvjpegJpegStreamParse"));
+    api.batched_supported =
+        reinterpret_cast<decltype(api.batched_supported)>(sym("nvjpegDecodeBatchedSupported"));
     ok = api.create_ex && api.destroy && api.state_create && api.state_destroy && api.batched_init && api.batched &&
-         api.decode && api.property;
+         api.decode && api.property && api.stream_create && api.stream_destroy && api.stream_parse &&
+         api.batched_supported;
   });
   if (!ok) why = "libnvjpeg.so.13 not loadable: " + error;
   return ok ? &api : nullptr;
 }
 
-void check(nvjpegStatus_t s, const char* call) {
-  if (s != NVJPEG_STATUS_SUCCESS) throw run_error("nvjpeg", std::string(call) + " failed: status " + std::to_string(s));
+std::string status_text(nvjpegStatus_t s) {
+  return std::string(nvjpeg_status_name(static_cast<int>(s))) + " (" + std::to_string(static_cast<int>(s)) + ")";
 }
 
-// A handle and a decode state, destroyed together.
+void check(nvjpegStatus_t s, const char* call) {
+  if (s != NVJPEG_STATUS_SUCCESS) throw run_error("nvjpeg", std::string(call) + " failed: " + status_text(s));
+}
+
+// A handle, a decode state and a parsed-stream object (the hardware backend's support check),
+// destroyed together.
 struct nvjpeg_session {
   const nvjpeg_api* api = nullptr;
   nvjpegHandle_t handle = nullptr;
   nvjpegJpegState_t state = nullptr;
+  nvjpegJpegStream_t parsed = nullptr;
   nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend) : api(a) {
     if (api->create_ex(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
       return;
     }
-    check(api->state_create(handle, &state), "nvjpegJpegStateCreate");
+    try {
+      check(api->state_create(handle, &state), "nvjpegJpegStateCreate");
+      check(api->stream_create(handle, &parsed), "nvjpegJpegStreamCreate");
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~nvjpeg_session() {
+  ~nvjpeg_session() { release(); }
+  void release() {
+    if (parsed) api->stream_destroy(parsed);
     if (state) api->state_destroy(state);
     if (handle) api->destroy(handle);
+    parsed = nullptr;
+    state = nullptr;
+    handle = nullptr;
   }
   nvjpeg_session(const nvjpeg_session&) = delete;
   nvjpeg_session& operator=(const nvjpeg_session&) = delete;
   explicit operator bool() const { return handle != nullptr; }
 };
+
+// Which decoder takes an image of the batch.
+enum class route { hardware, general, host };
 
 class nvjpeg_transfer final : public transfer_stage, public copy_lane {
  public:
@@ -138,14 +182,27 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     bias_ = at::tensor(bias, opts).view({1, 3, 1, 1}).to(device);
   }
 
+  // nvJPEG's engines may still be writing the pixel arena and the batch buffers: wait for the
+  // decode stream before the sessions and the buffers go.
+  ~nvjpeg_transfer() override {
+    try {
+      c10::cuda::CUDAGuard guard(device_);
+      decode_stream().synchronize();
+    } catch (const std::exception& e) {
+      log_warn(std::string("nvjpeg: waiting for the decode stream at shutdown failed: ") + e.what());
+    }
+  }
+
   int lookahead() const override { return side_ ? 1 : 0; }
   // The decode and its copies run on the side stream when there is one: the clock times h2d there.
   std::optional<c10::cuda::CUDAStream> stream() const override { return side_; }
+  const device_decode_counts* decode_counts() const override { return &counts_; }
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
            "): batched decode, then crop, resize, flip and normalise on " +
-           (side_ ? "a side stream, one batch ahead" : "the compute stream");
+           (side_ ? "a side stream, one batch ahead" : "the compute stream") +
+           "; files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
 
   void submit(const host_batch& batch, batch_loader& loader) override {
@@ -154,17 +211,20 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const std::int64_t n = batch.count;
     const std::size_t slot = static_cast<std::size_t>(submitted_++ % depth_);
     c10::cuda::CUDAGuard guard(device_);
-    c10::cuda::CUDAStream stream = side_ ? *side_ : c10::cuda::getCurrentCUDAStream(device_.index());
+    c10::cuda::CUDAStream stream = decode_stream();
     c10::cuda::CUDAStreamGuard stream_guard(stream);
-    if (side_ && used_[slot]) free_[slot].block(stream);  // the step that read this buffer is done
-    allocate(slot, batch);
-    decode_all(e, n, stream);
+    allocate(batch);
+    decode_all(e, n, stream, loader);
     at::Tensor out = images_[slot].narrow(0, 0, n);
-    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, i, out[i]);
+    at::Tensor labels = labels_[slot].narrow(0, 0, n);
+    labels.copy_(batch.labels.narrow(0, 0, n), true);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t from = source_[static_cast<std::size_t>(i)];
+      crop_resize(e, from, out[i]);
+      if (from != i) labels[i].copy_(labels[from], true);
+    }
     out.mul_(scale_).add_(bias_);
-    labels_[slot].narrow(0, 0, n).copy_(batch.labels.narrow(0, 0, n), true);
     ready_[slot].record(stream);
-    used_[slot] = true;
     // The worker refills the slot's file bytes only after the decode has read them. Its fence is
     // an event of that host slot, which this thread records again only once the worker refilled
     // it (ready_[slot] is recorded again for a later batch while a worker may still wait on it).
@@ -186,7 +246,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   void step_done() override {
-    if (side_) free_[taken_].record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    if (!side_) return;
+    // The next submit reuses this batch's buffers (two slots, lookahead 1): the side stream waits
+    // for the step here, before the runner records that submit's timing event, so the decode's
+    // time holds decoding only.
+    free_[taken_].record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    free_[taken_].block(*side_);
   }
 
  private:
@@ -195,61 +260,199 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     std::int64_t index, count;
   };
 
-  void allocate(std::size_t slot, const host_batch& batch) {
-    if (images_.empty()) {
-      const std::int64_t b = batch.labels.size(0), s = options_.image_size;
-      auto opts = at::TensorOptions().device(device_);
-      const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-      for (int k = 0; k < depth_; ++k) {
-        images_.push_back(at::empty({b, 3, s, s}, opts.dtype(at::kFloat), format));
-        labels_.push_back(at::empty({b}, opts.dtype(at::kLong)));
-      }
-      used_.assign(static_cast<std::size_t>(depth_), false);
-    }
-    (void)slot;
+  c10::cuda::CUDAStream decode_stream() const {
+    return side_ ? *side_ : c10::cuda::getCurrentCUDAStream(device_.index());
   }
 
-  // Each image's RGB pixels into its own device buffer (grown when a larger image arrives).
-  void decode_all(const encoded_batch& e, std::int64_t n, c10::cuda::CUDAStream stream) {
-    if (pixels_.size() < static_cast<std::size_t>(n)) pixels_.resize(static_cast<std::size_t>(n));
-    data_.clear();
-    lengths_.clear();
-    outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
-    bool baseline = true;
+  void allocate(const host_batch& batch) {
+    if (!images_.empty()) return;
+    const std::int64_t b = batch.labels.size(0), s = options_.image_size;
+    auto opts = at::TensorOptions().device(device_);
+    const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+    for (int k = 0; k < depth_; ++k) {
+      images_.push_back(at::empty({b, 3, s, s}, opts.dtype(at::kFloat), format));
+      labels_.push_back(at::empty({b}, opts.dtype(at::kLong)));
+    }
+  }
+
+  // Each image of the batch gets its own region of one arena (the hardware engines may write
+  // them in any order). The arena is reused by the next batch in the decode stream's order, after
+  // this batch's crops have read it; a replaced arena goes back to the caching allocator on that
+  // same stream, so it cannot be handed out while this work may still touch it.
+  void place(const encoded_batch& e, std::int64_t n) {
+    std::vector<std::int64_t> bytes;
     for (std::int64_t i = 0; i < n; ++i) {
       const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
-      const std::int64_t bytes = static_cast<std::int64_t>(info.width) * info.height * 3;
-      at::Tensor& buf = pixels_[static_cast<std::size_t>(i)];
-      if (!buf.defined() || buf.numel() < bytes)
-        buf = at::empty({bytes}, at::TensorOptions().device(device_).dtype(at::kByte));
-      outputs_[static_cast<std::size_t>(i)].channel[0] = buf.data_ptr<std::uint8_t>();
-      outputs_[static_cast<std::size_t>(i)].pitch[0] = static_cast<std::size_t>(info.width) * 3;
-      data_.push_back(e.bytes.data() + e.offsets[static_cast<std::size_t>(i)]);
-      lengths_.push_back(e.sizes[static_cast<std::size_t>(i)]);
-      baseline = baseline && !info.progressive;
+      bytes.push_back(static_cast<std::int64_t>(info.width) * info.height * 3);
     }
-    // The hardware engines take single-scan baseline files; a batch with others, or one they
-    // refuse, goes image by image through the general backend.
-    if (hardware_ && baseline && batched(*hardware_, n, stream)) return;
+    layout_ = layout_arena(bytes);
+    const std::int64_t held = arena_.defined() ? arena_.numel() : 0;
+    const std::int64_t capacity = sizer_.capacity_for(layout_.total, held);
+    if (capacity != held) arena_ = at::empty({capacity}, at::TensorOptions().device(device_).dtype(at::kByte));
+    counts_.bytes_held = capacity;
+    counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, capacity);
+    outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
+    std::uint8_t* base = arena_.data_ptr<std::uint8_t>();
     for (std::int64_t i = 0; i < n; ++i) {
-      const nvjpegStatus_t s = api_->decode(general_->handle, general_->state, data_[static_cast<std::size_t>(i)],
-                                            lengths_[static_cast<std::size_t>(i)], NVJPEG_OUTPUT_RGBI,
-                                            &outputs_[static_cast<std::size_t>(i)], stream.stream());
-      if (s != NVJPEG_STATUS_SUCCESS)
-        throw run_error("nvjpeg", "nvjpegDecode failed (status " + std::to_string(s) + ") on sample " +
-                                      std::to_string(e.indices[static_cast<std::size_t>(i)]) + " of the image folder");
+      auto& o = outputs_[static_cast<std::size_t>(i)];
+      o.channel[0] = base + layout_.offsets[static_cast<std::size_t>(i)];
+      o.pitch[0] = static_cast<std::size_t>(e.infos[static_cast<std::size_t>(i)].width) * 3;
     }
   }
 
-  bool batched(nvjpeg_session& session, std::int64_t n, c10::cuda::CUDAStream stream) {
-    if (initialized_for_ != n) {
-      if (api_->batched_init(session.handle, session.state, static_cast<int>(n), 1, NVJPEG_OUTPUT_RGBI) !=
-          NVJPEG_STATUS_SUCCESS)
-        return false;
-      initialized_for_ = n;
+  void decode_all(const encoded_batch& e, std::int64_t n, c10::cuda::CUDAStream stream, batch_loader& loader) {
+    place(e, n);
+    std::vector<route> routes(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i);
+    decode_hardware(e, routes, stream);
+    for (std::int64_t i = 0; i < n; ++i)
+      if (routes[static_cast<std::size_t>(i)] == route::general) decode_general(e, i, routes, stream);
+    source_.resize(static_cast<std::size_t>(n));
+    std::vector<bool> bad(static_cast<std::size_t>(n), false);
+    for (std::int64_t i = 0; i < n; ++i) {
+      source_[static_cast<std::size_t>(i)] = i;
+      if (routes[static_cast<std::size_t>(i)] == route::host) bad[static_cast<std::size_t>(i)] = !decode_host(e, i, loader);
     }
-    return api_->batched(session.handle, session.state, data_.data(), lengths_.data(), outputs_.data(),
-                         stream.stream()) == NVJPEG_STATUS_SUCCESS;
+    replace_bad(e, bad, loader);
+  }
+
+  // Arithmetic-coded files go to the host before nvJPEG sees them (nvJPEG decodes Huffman only);
+  // the hardware engines take what nvjpegDecodeBatchedSupported accepts (baseline, and only the
+  // subsamplings and sizes this GPU's engines handle); the rest goes to the general backend.
+  route route_of(const encoded_batch& e, std::int64_t i) {
+    const unsigned char* data = e.bytes.data() + e.offsets[static_cast<std::size_t>(i)];
+    const std::size_t size = e.sizes[static_cast<std::size_t>(i)];
+    if (jpeg_is_arithmetic_coded(data, size)) return route::host;
+    if (!hardware_ || e.infos[static_cast<std::size_t>(i)].progressive) return route::general;
+    const nvjpegStatus_t parsed = api_->stream_parse(hardware_->handle, data, size, 0, 0, hardware_->parsed);
+    if (parsed != NVJPEG_STATUS_SUCCESS) return usable(parsed, "nvjpegJpegStreamParse", e, i) ? route::general : route::host;
+    int unsupported = 1;
+    check(api_->batched_supported(hardware_->handle, hardware_->parsed, &unsupported), "nvjpegDecodeBatchedSupported");
+    return unsupported == 0 ? route::hardware : route::general;
+  }
+
+  // A status that says this file cannot be decoded here is false (the file goes elsewhere); a
+  // fatal one is a run error.
+  bool usable(nvjpegStatus_t s, const char* call, const encoded_batch& e, std::int64_t i) const {
+    switch (classify_nvjpeg_status(static_cast<int>(s))) {
+      case nvjpeg_outcome::decoded:
+        return true;
+      case nvjpeg_outcome::cannot_decode:
+        return false;
+      case nvjpeg_outcome::fatal:
+        break;
+    }
+    throw run_error("nvjpeg", std::string(call) + " failed: " + status_text(s) + " on sample " +
+                                  std::to_string(e.indices[static_cast<std::size_t>(i)]) + " of the image folder");
+  }
+
+  // The hardware images in one nvjpegDecodeBatched call. The batched state is initialised only
+  // here, between batches, when the count changes or after a failed batch; a batch refused for
+  // its bitstreams goes image by image to the general backend.
+  void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
+    std::vector<std::int64_t> members;
+    for (std::size_t i = 0; i < routes.size(); ++i)
+      if (routes[i] == route::hardware) members.push_back(static_cast<std::int64_t>(i));
+    if (members.empty()) return;
+    std::vector<const unsigned char*> data;
+    std::vector<std::size_t> lengths;
+    std::vector<nvjpegImage_t> outputs;
+    for (std::int64_t i : members) {
+      data.push_back(e.bytes.data() + e.offsets[static_cast<std::size_t>(i)]);
+      lengths.push_back(e.sizes[static_cast<std::size_t>(i)]);
+      outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
+    }
+    const int count = static_cast<int>(members.size());
+    if (hardware_batch_ != count) {
+      hardware_batch_ = -1;
+      check(api_->batched_init(hardware_->handle, hardware_->state, count, 1, NVJPEG_OUTPUT_RGBI),
+            "nvjpegDecodeBatchedInitialize");
+      hardware_batch_ = count;
+    }
+    const nvjpegStatus_t s =
+        api_->batched(hardware_->handle, hardware_->state, data.data(), lengths.data(), outputs.data(), stream.stream());
+    if (s == NVJPEG_STATUS_SUCCESS) {
+      counts_.images_device += count;
+      return;
+    }
+    hardware_batch_ = -1;  // the state is not trusted after a failure: initialised again next time
+    if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
+      throw run_error("nvjpeg", "nvjpegDecodeBatched (hardware) failed: " + status_text(s));
+    for (std::int64_t i : members) routes[static_cast<std::size_t>(i)] = route::general;
+  }
+
+  void decode_general(const encoded_batch& e, std::int64_t i, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
+    const nvjpegStatus_t s = api_->decode(general_->handle, general_->state,
+                                          e.bytes.data() + e.offsets[static_cast<std::size_t>(i)],
+                                          e.sizes[static_cast<std::size_t>(i)], NVJPEG_OUTPUT_RGBI,
+                                          &outputs_[static_cast<std::size_t>(i)], stream.stream());
+    if (usable(s, "nvjpegDecode", e, i))
+      ++counts_.images_device;
+    else
+      routes[static_cast<std::size_t>(i)] = route::host;
+  }
+
+  // libjpeg-turbo decodes the whole file into pinned memory; the copy into the image's region is
+  // enqueued on the decode stream (ordered after any device write a failed attempt left there),
+  // and the caching host allocator keeps the pinned block until that copy has run. False for a
+  // file libjpeg-turbo cannot decode either.
+  bool decode_host(const encoded_batch& e, std::int64_t i, batch_loader& loader) {
+    const jpeg_info& planned = e.infos[static_cast<std::size_t>(i)];
+    try {
+      const jpeg_info info = host_.open(e.bytes.data() + e.offsets[static_cast<std::size_t>(i)],
+                                        e.sizes[static_cast<std::size_t>(i)], options_.max_image_pixels);
+      if (info.width != planned.width || info.height != planned.height)
+        throw bad_image("its size changed between the header check and the decode");
+      const decoded_pixels px = host_.decode({1, 0, info.width, 0, info.height});
+      if (px.x0 != 0 || px.width < info.width || px.rows < info.height)
+        throw bad_image("libjpeg-turbo returned fewer pixels than the header gives");
+      const std::int64_t bytes = static_cast<std::int64_t>(info.width) * info.height * 3;
+      at::Tensor staged = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+      to_rgb(px, info.width, info.height, staged.data_ptr<std::uint8_t>());
+      arena_.narrow(0, layout_.offsets[static_cast<std::size_t>(i)], bytes).copy_(staged, true);
+      ++counts_.host_fallbacks;
+      return true;
+    } catch (const bad_image& bad) {
+      const std::string name = file_name(e, i, loader);
+      if (!options_.skip_bad_files)
+        throw input_error(name + ": " + bad.what() + " (data.on_bad_file: skip would skip such files)");
+      log_warn(name + ": " + bad.what() + "; skipped (data.on_bad_file: skip)");
+      return false;
+    }
+  }
+
+  static void to_rgb(const decoded_pixels& px, int width, int height, std::uint8_t* out) {
+    for (int y = 0; y < height; ++y) {
+      const std::uint8_t* row = px.data + static_cast<std::size_t>(y) * px.stride;
+      std::uint8_t* dst = out + static_cast<std::size_t>(y) * static_cast<std::size_t>(width) * 3;
+      if (px.channels == 3) {
+        std::memcpy(dst, row, static_cast<std::size_t>(width) * 3);
+        continue;
+      }
+      for (int x = 0; x < width; ++x) dst[3 * x] = dst[3 * x + 1] = dst[3 * x + 2] = row[x];
+    }
+  }
+
+  static std::string file_name(const encoded_batch& e, std::int64_t i, const batch_loader& loader) {
+    const std::int64_t index = e.indices[static_cast<std::size_t>(i)];
+    if (const file_list* files = loader.files()) return files->path(index);
+    return "sample " + std::to_string(index) + " of the image folder";
+  }
+
+  // data.on_bad_file: skip: a file neither decoder can read takes the next good sample of the
+  // batch (its pixels, crop and label), as the reader replaces a bad file by the next good one.
+  void replace_bad(const encoded_batch& e, const std::vector<bool>& bad, batch_loader& loader) {
+    const std::int64_t n = static_cast<std::int64_t>(bad.size());
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (!bad[static_cast<std::size_t>(i)]) continue;
+      std::int64_t j = 1;
+      while (j < n && bad[static_cast<std::size_t>((i + j) % n)]) ++j;
+      if (j == n)
+        throw input_error(file_name(e, i, loader) +
+                          ": no file of its batch could be decoded (data.on_bad_file: skip has nothing to take its place)");
+      source_[static_cast<std::size_t>(i)] = (i + j) % n;
+      ++counts_.replaced_samples;
+    }
   }
 
   // The host plan on the device: rows and columns [lo, hi) resized to out_total, then
@@ -258,8 +461,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
     const resize_plan& p = e.plans[static_cast<std::size_t>(i)];
     const std::int64_t s = options_.image_size;
-    at::Tensor img = pixels_[static_cast<std::size_t>(i)]
-                         .narrow(0, 0, static_cast<std::int64_t>(info.width) * info.height * 3)
+    at::Tensor img = arena_
+                         .narrow(0, layout_.offsets[static_cast<std::size_t>(i)],
+                                 static_cast<std::int64_t>(info.width) * info.height * 3)
                          .view({info.height, info.width, 3});
     at::Tensor crop = img.narrow(0, p.y.lo, p.y.hi - p.y.lo).narrow(1, p.x.lo, p.x.hi - p.x.lo);
     at::Tensor x = crop.permute({2, 0, 1}).unsqueeze(0).to(at::kFloat);
@@ -275,15 +479,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::unique_ptr<nvjpeg_session> hardware_, general_;
   std::optional<c10::cuda::CUDAStream> side_;
   int depth_ = 1;
-  std::int64_t submitted_ = 0, initialized_for_ = -1;
+  int hardware_batch_ = -1;  // the count the hardware state was initialised for; -1: initialise again
+  std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
   std::vector<at::cuda::CUDAEvent> ready_, free_, host_fences_;
-  std::vector<bool> used_;
-  std::vector<at::Tensor> images_, labels_, pixels_;
-  std::vector<const unsigned char*> data_;
-  std::vector<std::size_t> lengths_;
+  std::vector<at::Tensor> images_, labels_;
+  at::Tensor arena_;  // every image's RGB pixels, one region each (layout_)
+  arena_layout layout_;
+  arena_sizer sizer_;
   std::vector<nvjpegImage_t> outputs_;
+  std::vector<std::int64_t> source_;  // the sample each batch position is cut from (itself unless replaced)
   std::vector<pending> pending_;
+  jpeg_decoder host_;
+  device_decode_counts counts_;
   at::Tensor scale_, bias_;
 };
 

@@ -70,6 +70,7 @@ class batch_loader {
   int workers() const { return options_.workers; }
   bool pinned() const { return pinned_; }
   bool encoded() const { return options_.encoded; }
+  const file_list* files() const { return files_; }  // image folders; null otherwise
   // Indices of the samples in batch `index` (for tests and checksums).
   std::vector<std::int64_t> batch_indices(std::int64_t index) const;
   // What the workers have spent so far (read it before and after a window).

@@ -106,6 +106,8 @@ void runner::measure_window(int repeat) {
   std::int64_t samples = 0;
   if (p_.group) p_.group->barrier();  // every rank's window starts together
   const load_totals loaded_before = p_.loader ? p_.loader->load_counts() : load_totals{};
+  const device_decode_counts* decoded = p_.transfer ? p_.transfer->decode_counts() : nullptr;
+  const device_decode_counts decoded_before = decoded ? *decoded : device_decode_counts{};
   if (p_.trace) p_.trace->window_begin(next_batch_, n);
   window_times times;
   double elapsed = 0;
@@ -136,6 +138,7 @@ void runner::measure_window(int repeat) {
   if (p_.trace) p_.trace->window_end(times);
   result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
   if (p_.loader) record_loader(p_.loader->load_counts() - loaded_before, elapsed);
+  if (decoded) record_device_decode(decoded_before, *decoded);
   for (const auto& row : times.per_batch) {
     for (int s = 0; s < stage_count; ++s)
       if (row[s] >= 0) result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
@@ -248,6 +251,18 @@ void runner::record_loader(const load_totals& d, double elapsed) {
   result_.loader->skipped_files.clear();
   for (const auto& f : p_.loader->skipped_files()) result_.loader->skipped_files.push_back({f.path, f.reason, 1});
   result_.loader->replaced_samples = p_.loader->replaced_samples();
+}
+
+// data.decode: device: the images decoded in the window's submits, and the run's totals so far.
+void runner::record_device_decode(const device_decode_counts& before, const device_decode_counts& now) {
+  if (!result_.device_decode) result_.device_decode.emplace();
+  device_decode_result& d = *result_.device_decode;
+  d.windows.push_back({now.images_device - before.images_device, now.host_fallbacks - before.host_fallbacks});
+  d.images_device = now.images_device;
+  d.host_fallbacks = now.host_fallbacks;
+  d.replaced_samples = now.replaced_samples;
+  d.bytes_held = now.bytes_held;
+  d.peak_bytes_held = now.peak_bytes_held;
 }
 
 void runner::record_sync() {

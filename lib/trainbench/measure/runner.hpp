@@ -12,6 +12,7 @@
 #include "trainbench/measure/probe.hpp"
 #include "trainbench/measure/trace.hpp"
 #include "trainbench/report/run_result.hpp"
+#include "trainbench/stages/device_decode.hpp"
 #include "trainbench/stages/preprocess.hpp"
 #include "trainbench/stages/train_step.hpp"
 #include "trainbench/stages/transfer.hpp"
@@ -68,6 +69,7 @@ class runner {
   bool more_windows(std::size_t first, int done);
   void record_sync();
   void record_loader(const load_totals& delta, double elapsed);
+  void record_device_decode(const device_decode_counts& before, const device_decode_counts& now);
 
   pipeline& p_;
   measure_config m_;

@@ -160,6 +160,43 @@ void pool_loader(std::optional<loader_result>& into, const loader_result& l) {
   into->replaced_samples += l.replaced_samples;
 }
 
+json device_decode_state_json(const device_decode_result& d) {
+  json windows = json::array();
+  for (const auto& w : d.windows) windows.push_back({w.images_device, w.host_fallbacks});
+  return {{"windows", windows},
+          {"images_device", d.images_device},
+          {"host_fallbacks", d.host_fallbacks},
+          {"replaced_samples", d.replaced_samples},
+          {"bytes_held", d.bytes_held},
+          {"peak_bytes_held", d.peak_bytes_held}};
+}
+
+device_decode_result device_decode_from(const json& j) {
+  device_decode_result d;
+  for (const auto& w : j.at("windows")) d.windows.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<std::int64_t>()});
+  d.images_device = j.at("images_device").get<std::int64_t>();
+  d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
+  d.replaced_samples = j.at("replaced_samples").get<std::int64_t>();
+  d.bytes_held = j.at("bytes_held").get<std::int64_t>();
+  d.peak_bytes_held = j.at("peak_bytes_held").get<std::int64_t>();
+  return d;
+}
+
+// Counts add up over the rounds (each a fresh process with its own decoder); memory is per
+// process, so the pooled figure is the largest any round held.
+void pool_device_decode(std::optional<device_decode_result>& into, const device_decode_result& d) {
+  if (!into) {
+    into = d;
+    return;
+  }
+  append(into->windows, d.windows);
+  into->images_device += d.images_device;
+  into->host_fallbacks += d.host_fallbacks;
+  into->replaced_samples += d.replaced_samples;
+  into->bytes_held = std::max(into->bytes_held, d.bytes_held);
+  into->peak_bytes_held = std::max(into->peak_bytes_held, d.peak_bytes_held);
+}
+
 void pool_dist(dist_result& into, const dist_result& d, int process,
                std::vector<std::vector<double>>& allreduce_medians) {
   const auto ranks = std::move(into.ranks);
@@ -190,6 +227,7 @@ json run_result_to_json(const run_result& r) {
           {"allreduce_launched_in_backward", r.allreduce_launched_in_backward},
           {"dist", r.dist ? dist_json(*r.dist) : json(nullptr)},
           {"loader", r.loader ? loader_state_json(*r.loader) : json(nullptr)},
+          {"device_decode", r.device_decode ? device_decode_state_json(*r.device_decode) : json(nullptr)},
           {"loss_first", opt(r.loss_first)},
           {"loss_last", opt(r.loss_last)},
           {"skipped_steps", opt(r.skipped_steps)},
@@ -224,6 +262,7 @@ run_result run_result_from_json(const json& j) {
   r.allreduce_launched_in_backward = j.at("allreduce_launched_in_backward").get<std::vector<double>>();
   if (!j.at("dist").is_null()) r.dist = dist_from(j["dist"]);
   if (j.contains("loader") && !j["loader"].is_null()) r.loader = loader_from(j["loader"]);
+  if (j.contains("device_decode") && !j["device_decode"].is_null()) r.device_decode = device_decode_from(j["device_decode"]);
   r.loss_first = opt_from<double>(j, "loss_first");
   r.loss_last = opt_from<double>(j, "loss_last");
   r.skipped_steps = opt_from<std::int64_t>(j, "skipped_steps");
@@ -265,6 +304,7 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
       pool_dist(*out.dist, *r.dist, process, allreduce_medians);
     }
     if (r.loader) pool_loader(out.loader, *r.loader);
+    if (r.device_decode) pool_device_decode(out.device_decode, *r.device_decode);
     if (!out.loss_first) out.loss_first = r.loss_first;
     if (r.loss_last) out.loss_last = r.loss_last;
     if (r.skipped_steps) out.skipped_steps = out.skipped_steps.value_or(0) + *r.skipped_steps;

@@ -127,6 +127,16 @@ json telemetry_json(const telemetry_result& t) {
           {"throttle_reasons_seen", opt(t.throttle_reasons_seen)}};
 }
 
+// data.decode: device: totals over the run and per measured window, so a window where the host
+// decoded many files is visible beside its throughput.
+json device_decode_json(const device_decode_result& d) {
+  json windows = json::array();
+  for (const auto& w : d.windows) windows.push_back({{"images_device", w.images_device}, {"host_fallbacks", w.host_fallbacks}});
+  return {{"images_device", d.images_device},       {"host_fallbacks", d.host_fallbacks},
+          {"replaced_samples", d.replaced_samples}, {"bytes_held", d.bytes_held},
+          {"peak_bytes_held", d.peak_bytes_held},   {"windows", windows}};
+}
+
 json amp_json(const run_result& r) {
   if (!r.skipped_steps && !r.loss_scale) return nullptr;
   return {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}};
@@ -245,6 +255,7 @@ json results_json(const run_result& r) {
       {"amp", amp_json(r)},
       {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
       {"loader", r.loader ? loader_json(*r.loader) : json(nullptr)},
+      {"device_decode", r.device_decode ? device_decode_json(*r.device_decode) : json(nullptr)},
   };
 }
 

@@ -83,6 +83,19 @@ struct loader_result {
   std::int64_t replaced_samples = 0;
 };
 
+// data.decode: device: what the nvJPEG stage decoded, and how, per window and what it holds.
+struct device_decode_window {
+  std::int64_t images_device = 0, host_fallbacks = 0;
+};
+struct device_decode_result {
+  std::vector<device_decode_window> windows;
+  std::int64_t images_device = 0;     // the whole run, warmup included
+  std::int64_t host_fallbacks = 0;    // files nvJPEG cannot decode (arithmetic-coded, ...), decoded on the host
+  std::int64_t replaced_samples = 0;  // files neither could decode, replaced (data.on_bad_file: skip)
+  std::int64_t bytes_held = 0;        // the pixel arena at the end (a pooled report: the largest)
+  std::int64_t peak_bytes_held = 0;
+};
+
 struct run_result {
   std::vector<window_result> windows;
   std::vector<process_cost> processes;                  // one per fresh process; windows[i].process indexes it
@@ -92,6 +105,7 @@ struct run_result {
   std::vector<double> allreduce_launched_in_backward;   // per synchronised step: share of buckets started in backward
   std::optional<dist_result> dist;                      // data-parallel runs
   std::optional<loader_result> loader;                  // runs with a host loader
+  std::optional<device_decode_result> device_decode;    // data.decode: device, where nvJPEG ran
   std::optional<double> loss_first, loss_last;
   std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
   std::optional<double> loss_scale;

@@ -6,6 +6,7 @@
 
 #include "trainbench/data/loader.hpp"
 #include "trainbench/stages/batch.hpp"
+#include "trainbench/stages/device_decode.hpp"
 
 namespace trainbench {
 
@@ -26,6 +27,8 @@ class transfer_stage {
     (void)labels;
   }
   virtual bool writes_destination() const { return false; }
+  // data.decode: device: what the decoder has done so far (null for stages that only copy).
+  virtual const device_decode_counts* decode_counts() const { return nullptr; }
 };
 
 // CPU device: the host batch is the device batch; its slot returns after the step.

@@ -1,0 +1,85 @@
+#include "trainbench/stages/device_decode.hpp"
+
+#include <algorithm>
+
+namespace trainbench {
+
+namespace {
+struct status_row {
+  int status;
+  const char* name;
+  nvjpeg_outcome outcome;
+};
+// Every nvjpegStatus_t value, explicitly. Only statuses about the bitstream fall back to the host;
+// INVALID_PARAMETER, ALLOCATOR_FAILURE, EXECUTION_FAILED, INTERNAL_ERROR and the rest are ours or
+// the device's, and hiding them would report a host-decoding run as a device one.
+constexpr status_row status_table[] = {
+    {0, "NVJPEG_STATUS_SUCCESS", nvjpeg_outcome::decoded},
+    {1, "NVJPEG_STATUS_NOT_INITIALIZED", nvjpeg_outcome::fatal},
+    {2, "NVJPEG_STATUS_INVALID_PARAMETER", nvjpeg_outcome::fatal},
+    {3, "NVJPEG_STATUS_BAD_JPEG", nvjpeg_outcome::cannot_decode},
+    {4, "NVJPEG_STATUS_JPEG_NOT_SUPPORTED", nvjpeg_outcome::cannot_decode},
+    {5, "NVJPEG_STATUS_ALLOCATOR_FAILURE", nvjpeg_outcome::fatal},
+    {6, "NVJPEG_STATUS_EXECUTION_FAILED", nvjpeg_outcome::fatal},
+    {7, "NVJPEG_STATUS_ARCH_MISMATCH", nvjpeg_outcome::fatal},
+    {8, "NVJPEG_STATUS_INTERNAL_ERROR", nvjpeg_outcome::fatal},
+    {9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED", nvjpeg_outcome::fatal},
+    {10, "NVJPEG_STATUS_INCOMPLETE_BITSTREAM", nvjpeg_outcome::cannot_decode},
+};
+
+const status_row* find_status(int status) {
+  for (const auto& row : status_table)
+    if (row.status == status) return &row;
+  return nullptr;
+}
+}  // namespace
+
+nvjpeg_outcome classify_nvjpeg_status(int status) {
+  const status_row* row = find_status(status);
+  return row ? row->outcome : nvjpeg_outcome::fatal;  // a status newer than this table: not ours to hide
+}
+
+const char* nvjpeg_status_name(int status) {
+  const status_row* row = find_status(status);
+  return row ? row->name : "unknown nvjpegStatus_t";
+}
+
+bool jpeg_is_arithmetic_coded(const std::uint8_t* data, std::size_t size) {
+  std::size_t i = 2;  // after SOI
+  while (i + 4 <= size) {
+    if (data[i] != 0xFF) return false;
+    const std::uint8_t marker = data[i + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC)
+      return marker >= 0xC9;  // SOF9-11, SOF13-15 (0xCC is DAC, the table, not a frame)
+    if (marker == 0xDA || marker == 0xD9) return false;  // SOS or EOI before any frame
+    const std::size_t length = (static_cast<std::size_t>(data[i + 2]) << 8) | data[i + 3];
+    if (length < 2) return false;
+    i += 2 + length;
+  }
+  return false;
+}
+
+arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes) {
+  arena_layout out;
+  out.offsets.reserve(image_bytes.size());
+  for (std::int64_t b : image_bytes) {
+    out.offsets.push_back(out.total);
+    out.total += (b + arena_alignment - 1) / arena_alignment * arena_alignment;
+  }
+  return out;
+}
+
+std::int64_t arena_sizer::capacity_for(std::int64_t needed, std::int64_t held) {
+  recent_.push_back(needed);
+  if (recent_.size() > window_) recent_.pop_front();
+  if (needed > held) return needed;
+  const std::int64_t typical = *std::max_element(recent_.begin(), recent_.end());
+  if (static_cast<double>(held) > slack_ * static_cast<double>(typical)) return typical;
+  return held;
+}
+
+}  // namespace trainbench

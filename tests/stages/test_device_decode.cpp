@@ -1,0 +1,143 @@
+// data.decode: device: the nvJPEG stage's decisions that need no GPU (status classes, which files
+// the host decodes, how much pixel memory is kept) and the host half of its fallback.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+
+#include "helpers.hpp"
+#include "trainbench/data/jpeg.hpp"
+#include "trainbench/report/pooling.hpp"
+#include "trainbench/stages/device_decode.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+std::vector<std::uint8_t> gradient(int w, int h) {
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c)
+        px[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>(x * 3 + y * 2 + c * 20);
+  return px;
+}
+
+}  // namespace
+
+TEST_CASE("every nvJPEG status has its class: only bitstream statuses fall back to the host", "[decode]") {
+  CHECK(classify_nvjpeg_status(0) == nvjpeg_outcome::decoded);
+  for (int s : {3, 4, 10}) {  // BAD_JPEG, JPEG_NOT_SUPPORTED, INCOMPLETE_BITSTREAM
+    INFO(nvjpeg_status_name(s));
+    CHECK(classify_nvjpeg_status(s) == nvjpeg_outcome::cannot_decode);
+  }
+  // NOT_INITIALIZED, INVALID_PARAMETER, ALLOCATOR_FAILURE, EXECUTION_FAILED, ARCH_MISMATCH,
+  // INTERNAL_ERROR, IMPLEMENTATION_NOT_SUPPORTED: the run's fault or the device's, never hidden.
+  for (int s : {1, 2, 5, 6, 7, 8, 9}) {
+    INFO(nvjpeg_status_name(s));
+    CHECK(classify_nvjpeg_status(s) == nvjpeg_outcome::fatal);
+  }
+  CHECK(classify_nvjpeg_status(11) == nvjpeg_outcome::fatal);  // a status newer than the table
+  CHECK(classify_nvjpeg_status(-1) == nvjpeg_outcome::fatal);
+  CHECK(std::string(nvjpeg_status_name(6)) == "NVJPEG_STATUS_EXECUTION_FAILED");
+}
+
+TEST_CASE("arithmetic-coded JPEGs are told from Huffman ones by their frame marker", "[decode]") {
+  const int w = 48, h = 32;
+  const auto px = gradient(w, h);
+  const auto arith = tbtest::encode_arithmetic_jpeg(px.data(), w, h);
+  CHECK(jpeg_is_arithmetic_coded(arith.data(), arith.size()));
+  jpeg_encode_options baseline, progressive;
+  progressive.progressive = true;
+  const auto huff = encode_jpeg(px.data(), w, h, 3, baseline);
+  const auto prog = encode_jpeg(px.data(), w, h, 3, progressive);
+  CHECK_FALSE(jpeg_is_arithmetic_coded(huff.data(), huff.size()));
+  CHECK_FALSE(jpeg_is_arithmetic_coded(prog.data(), prog.size()));
+  // Truncated or not a JPEG: not arithmetic (the decoders report what is wrong with it).
+  CHECK_FALSE(jpeg_is_arithmetic_coded(arith.data(), 3));
+  const std::uint8_t junk[] = {0xFF, 0xD8, 0x00, 0x01, 0x02, 0x03};
+  CHECK_FALSE(jpeg_is_arithmetic_coded(junk, sizeof junk));
+}
+
+// The host half of the fallback: libjpeg-turbo decodes the file nvJPEG refuses, whole.
+TEST_CASE("the host decoder reads an arithmetic-coded JPEG whole", "[decode]") {
+  const int w = 48, h = 32;
+  const auto px = gradient(w, h);
+  const auto arith = tbtest::encode_arithmetic_jpeg(px.data(), w, h);
+  jpeg_decoder d;
+  const jpeg_info info = d.open(arith.data(), arith.size(), 1 << 20);
+  REQUIRE(info.width == w);
+  REQUIRE(info.height == h);
+  const decoded_pixels out = d.decode({1, 0, w, 0, h});
+  CHECK(out.x0 == 0);
+  CHECK(out.width >= w);
+  CHECK(out.rows >= h);
+  CHECK(out.channels == 3);
+  double diff = 0;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w * 3; ++x)
+      diff += std::abs(int(out.data[static_cast<std::size_t>(y) * out.stride + x]) - int(px[static_cast<std::size_t>(y) * w * 3 + x]));
+  CHECK(diff / (w * h * 3) < 8);  // JPEG at quality 90, not garbage
+}
+
+TEST_CASE("each image of a batch has its own aligned region of the pixel arena", "[decode]") {
+  const std::vector<std::int64_t> bytes = {100, 256, 1, 3 * 4000 * 3000};
+  const arena_layout l = layout_arena(bytes);
+  REQUIRE(l.offsets.size() == bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    CHECK(l.offsets[i] % arena_alignment == 0);
+    const std::int64_t end = l.offsets[i] + bytes[i];
+    CHECK(end <= (i + 1 < bytes.size() ? l.offsets[i + 1] : l.total));  // no overlap with the next
+  }
+  CHECK(l.total < std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}) + 4 * arena_alignment);
+  CHECK(layout_arena({}).total == 0);
+}
+
+// At batch 256 with 12-MP photos among 0.5-MP ones, per-position buffers that only grow tend to
+// 256 x 36 MB; the arena holds what recent batches needed, and lets a spike go.
+TEST_CASE("the pixel arena grows to a batch's need and gives a spike back", "[decode]") {
+  const std::int64_t small = 500 * 1000 * 3, large = 4000 * 3000 * 3;
+  arena_sizer sizer(16, 2.0);
+  std::int64_t held = 0, peak = 0;
+  auto batch_need = [&](int large_images) {
+    std::vector<std::int64_t> bytes(256, small);
+    for (int k = 0; k < large_images; ++k) bytes[static_cast<std::size_t>(k * 37 % 256)] = large;
+    return layout_arena(bytes).total;
+  };
+  // Every 50th batch, 64 of its files are large: positions 0, 37, 74, ... (mod 256), so a
+  // buffer per batch position that only grows would end up 64 x 36 MB plus 192 x 1.5 MB.
+  for (int b = 0; b < 200; ++b) {
+    const std::int64_t need = batch_need(b % 50 == 7 ? 64 : 0);
+    held = sizer.capacity_for(need, held);
+    CHECK(held >= need);  // never smaller than the batch at hand
+    peak = std::max(peak, held);
+  }
+  CHECK(peak == batch_need(64));  // the largest batch
+  CHECK(held == batch_need(0));   // the spike given back once recent batches are typical again
+  // A steady stream keeps its arena: no reallocation per batch.
+  arena_sizer steady;
+  std::int64_t h = steady.capacity_for(1000, 0);
+  for (int b = 0; b < 40; ++b) CHECK(steady.capacity_for(900 + b % 3 * 50, h) == h);
+}
+
+TEST_CASE("device decode counts survive the state file and pool: counts summed, memory the largest", "[decode]") {
+  run_result a, b;
+  a.device_decode = device_decode_result{{{64, 2}, {64, 0}}, 200, 3, 1, 4096, 8192};
+  b.device_decode = device_decode_result{{{60, 4}}, 150, 5, 0, 16384, 16384};
+  const run_result back = run_result_from_json(nlohmann::json::parse(run_result_to_json(a).dump()));
+  REQUIRE(back.device_decode);
+  CHECK(back.device_decode->windows.size() == 2);
+  CHECK(back.device_decode->windows[0].host_fallbacks == 2);
+  CHECK(back.device_decode->host_fallbacks == 3);
+  CHECK(back.device_decode->peak_bytes_held == 8192);
+  const run_result pooled = pool_rounds({a, b, run_result{}});
+  REQUIRE(pooled.device_decode);
+  const auto& d = *pooled.device_decode;
+  CHECK(d.windows.size() == 3);
+  CHECK(d.images_device == 350);
+  CHECK(d.host_fallbacks == 8);
+  CHECK(d.replaced_samples == 1);
+  CHECK(d.bytes_held == 16384);
+  CHECK(d.peak_bytes_held == 16384);
+  CHECK_FALSE(pool_rounds({run_result{}}).device_decode);  // host decoding: null, not zeros
+}
