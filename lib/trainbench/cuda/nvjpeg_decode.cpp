@@ -6,6 +6,7 @@
 // path, with a note saying so).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
@@ -164,8 +165,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, const nvjpeg_api* api)
       : device_(device), options_(o), api_(api) {
     c10::cuda::CUDAGuard guard(device);
-    hardware_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_HARDWARE);
-    if (!*hardware_) hardware_.reset();
+    open_hardware();
     general_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_DEFAULT);
     if (!*general_) throw run_error("nvjpeg", "nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT) failed");
     if (o.copy_stream) side_ = c10::cuda::getStreamFromPool(false, device.index());
@@ -182,14 +182,28 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     bias_ = at::tensor(bias, opts).view({1, 3, 1, 1}).to(device);
   }
 
-  // nvJPEG's engines may still be writing the pixel arena and the batch buffers: wait for the
-  // decode stream before the sessions and the buffers go.
+  // nvJPEG's engines may still be writing the pixel arena, and the model's stream may still read
+  // the batch buffers (made on the decode stream, with no record_stream): wait for the whole
+  // device before the sessions and the buffers go.
   ~nvjpeg_transfer() override {
     try {
       c10::cuda::CUDAGuard guard(device_);
-      decode_stream().synchronize();
+      c10::cuda::device_synchronize();
     } catch (const std::exception& e) {
       log_warn(std::string("nvjpeg: waiting for the decode stream at shutdown failed: ") + e.what());
+    }
+  }
+
+  // The hardware engines are optional (most GPUs have none): a session that cannot be made,
+  // whether nvjpegCreateEx refuses the backend or its state cannot be created, leaves every
+  // image to the general backend.
+  void open_hardware() {
+    try {
+      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE);
+      if (!*hardware_) hardware_.reset();
+    } catch (const std::exception& e) {
+      hardware_.reset();
+      log_info(std::string("nvjpeg: the hardware backend is not used: ") + e.what());
     }
   }
 
@@ -288,7 +302,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     layout_ = layout_arena(bytes);
     const std::int64_t held = arena_.defined() ? arena_.numel() : 0;
     const std::int64_t capacity = sizer_.capacity_for(layout_.total, held);
-    if (capacity != held) arena_ = at::empty({capacity}, at::TensorOptions().device(device_).dtype(at::kByte));
+    if (capacity != held) {
+      arena_ = at::Tensor();  // the old arena goes back first, so the two are never held at once
+      arena_ = at::empty({capacity}, at::TensorOptions().device(device_).dtype(at::kByte));
+    }
     counts_.bytes_held = capacity;
     counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, capacity);
     outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
@@ -325,7 +342,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (jpeg_is_arithmetic_coded(data, size)) return route::host;
     if (!hardware_ || e.infos[static_cast<std::size_t>(i)].progressive) return route::general;
     const nvjpegStatus_t parsed = api_->stream_parse(hardware_->handle, data, size, 0, 0, hardware_->parsed);
-    if (parsed != NVJPEG_STATUS_SUCCESS) return usable(parsed, "nvjpegJpegStreamParse", e, i) ? route::general : route::host;
+    if (parsed != NVJPEG_STATUS_SUCCESS) {
+      (void)usable(parsed, "nvjpegJpegStreamParse", e, i);  // throws on a fatal status
+      return route::general;  // the general backend parses on its own, and falls back to the host
+    }
     int unsupported = 1;
     check(api_->batched_supported(hardware_->handle, hardware_->parsed, &unsupported), "nvjpegDecodeBatchedSupported");
     return unsupported == 0 ? route::hardware : route::general;

@@ -10,8 +10,10 @@ struct status_row {
   const char* name;
   nvjpeg_outcome outcome;
 };
-// Every nvjpegStatus_t value, explicitly. Only statuses about the bitstream fall back to the host;
-// INVALID_PARAMETER, ALLOCATOR_FAILURE, EXECUTION_FAILED, INTERNAL_ERROR and the rest are ours or
+// Every nvjpegStatus_t value, explicitly. The table classifies what a per-image decode call
+// returns (set-up calls fail the run on any status). Statuses about the bitstream, and
+// IMPLEMENTATION_NOT_SUPPORTED (this backend lacks the image's layout), send the file on to the
+// next decoder (hardware, then general, then the host); INVALID_PARAMETER, ALLOCATOR_FAILURE, EXECUTION_FAILED, INTERNAL_ERROR and the rest are ours or
 // the device's, and hiding them would report a host-decoding run as a device one.
 constexpr status_row status_table[] = {
     {0, "NVJPEG_STATUS_SUCCESS", nvjpeg_outcome::decoded},
@@ -23,7 +25,7 @@ constexpr status_row status_table[] = {
     {6, "NVJPEG_STATUS_EXECUTION_FAILED", nvjpeg_outcome::fatal},
     {7, "NVJPEG_STATUS_ARCH_MISMATCH", nvjpeg_outcome::fatal},
     {8, "NVJPEG_STATUS_INTERNAL_ERROR", nvjpeg_outcome::fatal},
-    {9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED", nvjpeg_outcome::fatal},
+    {9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED", nvjpeg_outcome::cannot_decode},
     {10, "NVJPEG_STATUS_INCOMPLETE_BITSTREAM", nvjpeg_outcome::cannot_decode},
 };
 
