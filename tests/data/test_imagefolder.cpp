@@ -265,6 +265,43 @@ TEST_CASE("bad files: on_bad_file skip replaces the sample with the next good fi
   }
 }
 
+TEST_CASE("bad files: a replacement sample is cropped and flipped by its own draw, not its file's") {
+  const auto root = tbtest::scratch("if-skip-draw");
+  write_bytes(root / "a/0.jpg", {0x89, 'P', 'N', 'G', 13, 10, 26, 10});
+  write_bytes(root / "a/1.jpg", jpeg_bytes(96, 80, 2));
+  const auto ds = read_image_folder(root, "train");
+  folder_options fo;
+  fo.image_size = 16;
+  fo.seed = 5;
+  fo.skip_bad_files = true;
+  bad_files bad(ds->files()->size());
+  folder_reader reader(*ds->files(), fo, bad);
+  std::vector<float> out(3 * 16 * 16);
+  load_counters counters(1);
+  std::vector<load_sink*> sinks{&counters};
+  phase_marker marks(sinks, 0, 0);
+  int repeated = 0;
+  for (std::int64_t epoch = 0; epoch < 4; ++epoch) {
+    INFO("epoch " << epoch);
+    reader.read(1, epoch, out.data(), marks);
+    const decode_facts own = reader.last();
+    reader.read(0, epoch, out.data(), marks);  // 0.jpg is bad: 1.jpg stands in for sample 0
+    const decode_facts stand_in = reader.last();
+    sample_rng rng(5, epoch, 0);  // sample 0's draw
+    const crop_box want = random_resized_crop(80, 96, rng);
+    CHECK(stand_in.box.top == want.top);
+    CHECK(stand_in.box.left == want.left);
+    CHECK(stand_in.box.height == want.height);
+    CHECK(stand_in.box.width == want.width);
+    CHECK(stand_in.flip == (rng.uniform(0.0, 1.0) < 0.5));
+    repeated += own.box.top == stand_in.box.top && own.box.left == stand_in.box.left &&
+                own.box.height == stand_in.box.height && own.box.width == stand_in.box.width &&
+                own.flip == stand_in.flip;
+  }
+  CHECK(repeated == 0);
+  CHECK(bad.replacements() == 4);
+}
+
 TEST_CASE("bad files: a file without read permission names the file (also when run as root)") {
   const auto root = tbtest::scratch("if-unreadable");
   write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));

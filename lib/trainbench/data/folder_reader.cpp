@@ -76,7 +76,9 @@ void encoded_batch::clear() {
   indices.clear();
 }
 
-resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch) {
+// The draw belongs to the sample, not the file: a replacement for a skipped file must not repeat
+// the crop and flip its file gets as its own sample in the same epoch.
+resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch) {
   decode_facts& f = last_;
   f.info = info;
   if (options_.transform == data_transform::eval) {
@@ -84,19 +86,20 @@ resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t index, s
     f.flip = false;
     return eval_plan(info.height, info.width, options_.image_size);
   }
-  sample_rng rng(options_.seed, epoch, index);
+  sample_rng rng(options_.seed, epoch, sample);
   f.box = random_resized_crop(info.height, info.width, rng);
   f.flip = rng.uniform(0.0, 1.0) < 0.5;
   return train_plan(f.box, options_.image_size, f.flip);
 }
 
-void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
+void folder_reader::transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst,
+                              phase_marker& marks) {
   marks.begin(load_phase::read);
-  load_file(index);
+  load_file(file);
   marks.begin(load_phase::decode);
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
   const int s = options_.image_size;
-  const resize_plan plan = plan_for(info, index, epoch);
+  const resize_plan plan = plan_for(info, sample, epoch);
   decode_facts& f = last_;
   f.scale = options_.partial_decode ? dct_scale(plan) : 1;
   f.region = resampler_.prepare(plan, f.scale, info.height, info.width, s);
@@ -107,19 +110,20 @@ void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst
   marks.end();
 }
 
-void folder_reader::encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
+void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out,
+                           phase_marker& marks) {
   marks.begin(load_phase::read);
-  load_file(index);
+  load_file(file);
   marks.begin(load_phase::decode);  // the header only: the GPU decodes the rest
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
-  const resize_plan plan = plan_for(info, index, epoch);
+  const resize_plan plan = plan_for(info, sample, epoch);
   marks.end();
   out.offsets.push_back(out.bytes.size());
   out.sizes.push_back(size_);
   out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size_));
   out.infos.push_back(info);
   out.plans.push_back(plan);
-  out.indices.push_back(index);
+  out.indices.push_back(file);
 }
 
 // The sample's file, or with skip_bad_files the next good one after it (in index order).
@@ -145,7 +149,7 @@ int folder_reader::with_good_file(std::int64_t index, F&& work) {
 int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
   return with_good_file(index, [&](std::int64_t j) {
     try {
-      transform(j, epoch, dst, marks);
+      transform(j, index, epoch, dst, marks);
     } catch (...) {
       marks.end();
       throw;
@@ -156,7 +160,7 @@ int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phas
 int folder_reader::read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
   return with_good_file(index, [&](std::int64_t j) {
     try {
-      encode(j, epoch, out, marks);
+      encode(j, index, epoch, out, marks);
     } catch (...) {
       marks.end();
       throw;

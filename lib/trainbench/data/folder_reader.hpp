@@ -78,7 +78,7 @@ class folder_reader {
   folder_reader& operator=(const folder_reader&) = delete;
   // Writes sample `index` of `epoch` into dst (3 x S x S floats, or S x S x 3 with channels_last)
   // and returns its label. A bad file is an input_error naming it, or with skip_bad_files the
-  // next good file (in index order) takes its place.
+  // next good file (in index order) takes its place, cropped and flipped by the sample's own draw.
   int read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
   // data.decode: device: reads and checks sample `index` (header only) and appends it and its
   // crop to `out`. Bad files are handled as by read().
@@ -87,9 +87,10 @@ class folder_reader {
 
  private:
   void load_file(std::int64_t index);
-  void transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
-  void encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
-  resize_plan plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch);
+  // `file` is the one read; `sample` (its own index, or the bad file's it replaces) seeds the crop.
+  void transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst, phase_marker& marks);
+  void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  resize_plan plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch);
   template <class F>
   int with_good_file(std::int64_t index, F&& work);
 
