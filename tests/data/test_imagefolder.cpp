@@ -327,6 +327,40 @@ TEST_CASE("max_image_pixels refuses a header before decoding, and can be raised"
   CHECK_NOTHROW(drain(enough, 1));
 }
 
+TEST_CASE("max_image_bytes: a larger file is a bad file, refused by its size before it is read") {
+  const auto root = tbtest::scratch("if-bytes");
+  write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
+  // A JPEG head on a 3 GiB sparse file: reading it whole would need 3 GiB of memory.
+  const fs::path huge = root / "a/huge.jpg";
+  write_bytes(huge, jpeg_bytes(24, 24, 3));
+  fs::resize_file(huge, std::uintmax_t{3} << 30);
+  const auto ds = read_image_folder(root, "train");
+  batch_loader strict(ds, folder_loader(0, 2));
+  CHECK_THROWS_WITH(drain(strict, 1), Catch::Contains(huge.string() + ": file is 3221225472 bytes, more than "
+                                                                      "data.max_image_bytes (268435456)"));
+  auto o = folder_loader(0, 2);
+  o.folder.skip_bad_files = true;
+  batch_loader skipping(ds, o);
+  drain(skipping, 2);
+  REQUIRE(skipping.skipped_files().size() == 1);
+  CHECK(skipping.skipped_files()[0].path == huge.string());
+  CHECK(skipping.replaced_samples() == 2);
+}
+
+TEST_CASE("max_image_bytes: the limit is the file's size in bytes, and can be raised") {
+  const auto root = tbtest::scratch("if-bytes-limit");
+  const auto bytes = jpeg_bytes(40, 30, 1);
+  write_bytes(root / "a/1.jpg", bytes);
+  const auto ds = read_image_folder(root, "train");
+  auto o = folder_loader(0, 1);
+  o.folder.max_image_bytes = static_cast<std::int64_t>(bytes.size()) - 1;
+  batch_loader small(ds, o);
+  CHECK_THROWS_WITH(drain(small, 1), Catch::Contains("file is " + std::to_string(bytes.size()) + " bytes"));
+  o.folder.max_image_bytes = static_cast<std::int64_t>(bytes.size());
+  batch_loader enough(ds, o);
+  CHECK_NOTHROW(drain(enough, 1));
+}
+
 TEST_CASE("image-folder loader: slots are reused, nothing grows per batch after warm-up") {
   const auto root = tbtest::scratch("if-reuse");
   for (int i = 0; i < 8; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(30 + i, 30, i));

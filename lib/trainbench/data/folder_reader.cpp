@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -41,9 +43,16 @@ struct file_guard {
   int fd;
   ~file_guard() { close(fd); }
 };
+
+std::string too_large(std::int64_t bytes, std::int64_t limit) {
+  return "file is " + std::to_string(bytes) + " bytes, more than data.max_image_bytes (" + std::to_string(limit) +
+         "); refused unread";
+}
+
 }  // namespace
 
-// The whole file into a buffer that only ever grows (ImageNet's files are ~110 KB).
+// The whole file into a buffer that only ever grows (ImageNet's files are ~110 KB), up to
+// data.max_image_bytes: a multi-GB file named .jpg must be a bad file, not a failed allocation.
 void folder_reader::load_file(std::int64_t index) {
   const int fd = openat(root_fd_, files_.relative(index), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw bad_image(std::string("cannot open: ") + std::strerror(errno));
@@ -51,12 +60,15 @@ void folder_reader::load_file(std::int64_t index) {
   struct stat st;
   if (fstat(fd, &st) != 0) throw bad_image(std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw bad_image("not a regular file");
+  const std::int64_t limit = options_.max_image_bytes;
+  if (st.st_size > limit) throw bad_image(too_large(st.st_size, limit));
   const auto expected = static_cast<std::size_t>(st.st_size);
   if (bytes_.size() < expected + 1) bytes_.resize(expected + 1);
   size_ = 0;
   // Read to the end even if the file grew since fstat: one byte of room tells.
   while (true) {
-    if (size_ == bytes_.size()) bytes_.resize(bytes_.size() * 2);
+    if (size_ == bytes_.size())
+      bytes_.resize(static_cast<std::size_t>(std::min<std::int64_t>(2 * static_cast<std::int64_t>(size_), limit + 1)));
     const ssize_t n = ::read(fd, bytes_.data() + size_, bytes_.size() - size_);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -64,6 +76,8 @@ void folder_reader::load_file(std::int64_t index) {
     }
     if (n == 0) break;
     size_ += static_cast<std::size_t>(n);
+    if (static_cast<std::int64_t>(size_) > limit)
+      throw bad_image("file grew past data.max_image_bytes (" + std::to_string(limit) + ") while read");
   }
 }
 

@@ -22,6 +22,7 @@ struct folder_options {
   bool channels_last = false;
   std::vector<double> mean{0.485, 0.456, 0.406}, std{0.229, 0.224, 0.225};
   std::int64_t max_image_pixels = 89478485;
+  std::int64_t max_image_bytes = 256 << 20;  // larger files are bad files, refused before reading
   bool skip_bad_files = false;  // data.on_bad_file: skip
   bool partial_decode = true;   // DCT scaling and cropping; false: every file decoded whole
   std::uint64_t seed = 0;
