@@ -202,6 +202,52 @@ TEST_CASE("grayscale, CMYK and progressive files decode, and the header says wha
   CHECK(p.height == 70);
 }
 
+namespace {
+
+// Rows [y0, y1) and columns [x0, x1) of an opened image at full resolution, as packed bytes.
+std::vector<std::uint8_t> region_bytes(jpeg_decoder& dec, const jpeg_region& r) {
+  const decoded_pixels px = dec.decode(r);
+  std::vector<std::uint8_t> out;
+  for (int y = 0; y < px.rows; ++y) {
+    const std::uint8_t* row = px.data + y * px.stride + (r.x0 - px.x0) * px.channels;
+    out.insert(out.end(), row, row + (r.x1 - r.x0) * px.channels);
+  }
+  return out;
+}
+
+// What a Motion Photo appends after the image: an MP4 (here 64 KiB standing in for one, with a
+// JPEG-like FF D8 ... FF D9 inside it, far from its end).
+std::vector<std::uint8_t> with_video(std::vector<std::uint8_t> bytes) {
+  const std::uint8_t box[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'm', 'p', '4', '2'};
+  bytes.insert(bytes.end(), std::begin(box), std::end(box));
+  for (int i = 0; i < 65536; ++i) bytes.push_back(static_cast<std::uint8_t>((i * 131 + 7) % 251));  // never 0xFF
+  const std::size_t inner = bytes.size() - 60000;
+  const std::uint8_t jpeg_like[] = {0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xD9};
+  std::copy(std::begin(jpeg_like), std::end(jpeg_like), bytes.begin() + static_cast<long>(inner));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("data after the end-of-image marker (a Motion Photo's video) is ignored: the same pixels") {
+  for (const char* name : {"color420.jpg", "progressive.jpg", "gray.jpg"}) {
+    INFO(name);
+    const auto plain = read_bytes(fixture(name));
+    const auto photo = with_video(plain);
+    jpeg_decoder a, b;
+    const jpeg_info info = a.open(plain.data(), plain.size(), 1 << 30);
+    const jpeg_info same = b.open(photo.data(), photo.size(), 1 << 30);
+    CHECK(same.width == info.width);
+    CHECK(same.height == info.height);
+    const jpeg_region whole{1, 0, info.width, 0, info.height};
+    CHECK(region_bytes(b, whole) == region_bytes(a, whole));
+    const jpeg_region crop{1, 3, info.width / 2, 2, info.height / 2};
+    a.open(plain.data(), plain.size(), 1 << 30);
+    b.open(photo.data(), photo.size(), 1 << 30);
+    CHECK(region_bytes(b, crop) == region_bytes(a, crop));
+  }
+}
+
 TEST_CASE("DCT scaling is chosen only while the scaled crop keeps the output resolution") {
   CHECK(dct_scale(train_plan({0, 0, 448, 448}, 224, false)) == 2);
   CHECK(dct_scale(train_plan({0, 0, 447, 900}, 224, false)) == 1);

@@ -54,15 +54,28 @@ void on_message(j_common_ptr cinfo, int level) {
   // Other warnings (an unknown JFIF revision, say) and trace messages do not touch the pixels.
 }
 
-// A file cut short has no end-of-image marker. FF D9 cannot occur inside entropy-coded data
-// (0xFF is stuffed as FF 00 there), so finding it near the end is enough; the slack allows for
-// the padding some writers append.
-bool has_end_marker(const std::uint8_t* data, std::size_t size) {
-  const std::size_t slack = 4096;
-  const std::size_t first = size > slack ? size - slack : 0;
-  for (std::size_t i = size; i-- > first + 1;)
-    if (data[i] == 0xD9 && data[i - 1] == 0xFF) return true;
-  return false;
+// Where the end-of-image marker ends, found by walking the file as a decoder reads it: marker
+// segments skipped by their length (an EXIF thumbnail's own FF D9 is inside one), entropy-coded
+// data up to the next marker (there 0xFF is stuffed as FF 00, and FF D0..D7 are restarts). A file
+// cut short has none: 0. What follows the marker (a Motion Photo's video) is never looked at.
+// Not inlined into open(): its locals would share a frame with open()'s setjmp.
+[[gnu::noinline]] std::size_t end_of_image(const std::uint8_t* d, std::size_t size) {
+  std::size_t i = 2;  // after SOI
+  while (i < size) {
+    const void* ff = std::memchr(d + i, 0xFF, size - i);  // libjpeg skips stray bytes between segments too
+    if (!ff) return 0;
+    std::size_t j = static_cast<std::size_t>(static_cast<const std::uint8_t*>(ff) - d) + 1;
+    while (j < size && d[j] == 0xFF) ++j;  // fill bytes
+    if (j >= size) return 0;
+    const std::uint8_t marker = d[j];
+    i = j + 1;
+    if (marker == 0xD9) return i;
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) continue;  // no length field
+    if (i + 2 > size) return 0;
+    const std::size_t length = static_cast<std::size_t>(d[i]) << 8 | d[i + 1];
+    i += std::max<std::size_t>(length, 2);  // after SOS: its entropy-coded data, scanned as above
+  }
+  return 0;
 }
 
 // torchvision's conversion (Adobe-style inverted CMYK, as Photoshop writes it), in place into
@@ -106,12 +119,13 @@ jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::in
                   size > 1 ? data[1] : 0);
     throw bad_image(head);
   }
-  if (!has_end_marker(data, size)) throw bad_image("truncated JPEG (no end-of-image marker)");
+  const std::size_t end = end_of_image(data, size);
+  if (end == 0) throw bad_image("truncated JPEG (no end-of-image marker)");
   if (setjmp(s_->err.jump)) {
     jpeg_abort_decompress(&c);
     throw bad_image(s_->err.message);
   }
-  jpeg_mem_src(&c, data, static_cast<unsigned long>(size));
+  jpeg_mem_src(&c, data, static_cast<unsigned long>(end));  // nothing after the image reaches libjpeg
   jpeg_read_header(&c, TRUE);
   const std::int64_t pixels = static_cast<std::int64_t>(c.image_width) * c.image_height;
   if (pixels > max_pixels) {
