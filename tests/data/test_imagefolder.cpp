@@ -302,6 +302,58 @@ TEST_CASE("bad files: a replacement sample is cropped and flipped by its own dra
   CHECK(bad.replacements() == 4);
 }
 
+namespace {
+
+// `bytes` with `extra` inserted just before its end-of-image marker (the file's last two bytes).
+std::vector<std::uint8_t> before_end(std::vector<std::uint8_t> bytes, const std::vector<std::uint8_t>& extra) {
+  bytes.insert(bytes.end() - 2, extra.begin(), extra.end());
+  return bytes;
+}
+
+// What the loader makes of a folder of 64 x 48 JPEGs, one of them `odd`, in each transform and
+// decode mode, over four epochs of 16-pixel crops: "ok" or the error.
+std::vector<std::string> verdicts(const fs::path& root, const std::vector<std::uint8_t>& odd) {
+  for (int i = 0; i < 3; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(64, 48, i));
+  write_bytes(root / "a/odd.jpg", odd);
+  const auto ds = read_image_folder(root, "train");
+  std::vector<std::string> out;
+  for (data_transform t : {data_transform::train, data_transform::eval})
+    for (bool partial : {true, false}) {
+      auto o = folder_loader(0, 4);
+      o.folder.transform = t;
+      o.folder.partial_decode = partial;
+      batch_loader loader(ds, o);
+      try {
+        drain(loader, 4);
+        out.push_back("ok");
+      } catch (const input_error& e) {
+        out.push_back(e.what());
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bad files: the verdict on a file is the same whatever the crop, transform and partial_decode") {
+  const auto good = jpeg_bytes(64, 48, 5);
+  // libjpeg's commonest warning, at the very end of the file: decoded, as torchvision and PIL do.
+  const auto harmless = verdicts(tbtest::scratch("if-verdict-extraneous"), before_end(good, {0x00, 0x00}));
+  CHECK(harmless == std::vector<std::string>(4, "ok"));
+  // A second frame header after the image data: refused by libjpeg (and so torchvision and PIL)
+  // when it reads to the end, and here in every mode, not only when a crop reaches the last row.
+  std::vector<std::uint8_t> frame;
+  for (std::size_t i = 2; i + 4 < good.size() && frame.empty(); ++i)
+    if (good[i] == 0xFF && good[i + 1] == 0xC0)
+      frame.assign(good.begin() + static_cast<long>(i),
+                   good.begin() + static_cast<long>(i + 2 + (good[i + 2] << 8 | good[i + 3])));
+  REQUIRE_FALSE(frame.empty());
+  const fs::path root = tbtest::scratch("if-verdict-frame");
+  const auto refused = verdicts(root, before_end(good, frame));
+  for (const auto& v : refused) CHECK_THAT(v, Catch::Contains((root / "a/odd.jpg").string()));
+  CHECK(refused == std::vector<std::string>(4, refused[0]));
+}
+
 TEST_CASE("bad files: a file without read permission names the file (also when run as root)") {
   const auto root = tbtest::scratch("if-unreadable");
   write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
