@@ -248,6 +248,38 @@ TEST_CASE("data after the end-of-image marker (a Motion Photo's video) is ignore
   }
 }
 
+TEST_CASE("CMYK decodes to torchvision's decode_jpeg(mode=RGB) pixels exactly, with or without an Adobe marker") {
+  const auto fix = tbtest::read_json(tbtest::source_dir() / "tests/fixtures/cmyk_rgb.json");
+  const auto expected = fix["expected_hwc"].get<std::vector<int>>();
+  const int h = fix["height"], w = fix["width"];
+  const auto adobe = read_bytes(fixture(fix["file"].get<std::string>()));
+  // The same file without its APP14 "Adobe" segment: libjpeg then reads the four components as
+  // plain CMYK, and torchvision (and PIL) still assume Adobe's inverted polarity.
+  std::vector<std::uint8_t> plain;
+  for (std::size_t i = 2; i + 4 < adobe.size(); ++i) {
+    if (adobe[i] == 0xFF && adobe[i + 1] == 0xEE) {
+      const std::size_t length = static_cast<std::size_t>(adobe[i + 2]) << 8 | adobe[i + 3];
+      plain.assign(adobe.begin(), adobe.begin() + static_cast<long>(i));
+      plain.insert(plain.end(), adobe.begin() + static_cast<long>(i + 2 + length), adobe.end());
+      break;
+    }
+  }
+  REQUIRE_FALSE(plain.empty());
+  const std::vector<std::uint8_t>* files[] = {&adobe, &plain};
+  for (const auto* bytes : files) {
+    INFO((bytes == &adobe ? "with" : "without") << " the Adobe marker");
+    jpeg_decoder dec;
+    const jpeg_info info = dec.open(bytes->data(), bytes->size(), 1 << 30);
+    REQUIRE(info.channels == 3);
+    REQUIRE((info.width == w && info.height == h));
+    const auto got = region_bytes(dec, {1, 0, w, 0, h});
+    REQUIRE(got.size() == expected.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) differing += got[i] != expected[i];
+    CHECK(differing == 0);
+  }
+}
+
 namespace {
 
 // `bytes` with `extra` inserted just before its end-of-image marker (the file's last two bytes).

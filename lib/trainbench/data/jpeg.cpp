@@ -104,16 +104,25 @@ bool is_known(std::uint8_t m) {
   return out;
 }
 
-// torchvision's conversion (Adobe-style inverted CMYK, as Photoshop writes it), in place into
-// the RGB layout of the other colour images (each pixel's three bytes land at or before its four).
+// torchvision's conversion (decode_jpeg with ImageReadMode.RGB), PIL's too: the values are taken
+// as Adobe-inverted (0 is full ink), as Photoshop writes them, whether or not the file has an
+// Adobe marker, since both assume that; k * c / 255 is rounded as they round it.
+std::uint8_t cmyk_channel(int cmy, int k) {
+  int v = k * (255 - cmy) + 128;
+  v = ((v >> 8) + v) >> 8;  // k * (255 - cmy) / 255, rounded
+  return static_cast<std::uint8_t>(k - v);
+}
+
+// In place into the RGB layout of the other colour images (each pixel's three bytes land at or
+// before its four).
 void cmyk_to_rgb(std::uint8_t* row, int width) {
   for (int x = 0; x < width; ++x) {
     const std::uint8_t* p = row + 4 * x;
     const int c = p[0], m = p[1], y = p[2], k = p[3];
     std::uint8_t* q = row + 3 * x;
-    q[0] = static_cast<std::uint8_t>(c * k / 255);
-    q[1] = static_cast<std::uint8_t>(m * k / 255);
-    q[2] = static_cast<std::uint8_t>(y * k / 255);
+    q[0] = cmyk_channel(c, k);
+    q[1] = cmyk_channel(m, k);
+    q[2] = cmyk_channel(y, k);
   }
 }
 
