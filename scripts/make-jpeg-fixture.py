@@ -6,6 +6,7 @@
                                          v2.functional.resized_crop(..., antialias=True) [+ flip], or
                                          the eval Resize + CenterCrop; uint8 CHW values
   tests/fixtures/rrc_draws.json        10,000 RandomResizedCrop.get_params draws per image size
+  tests/fixtures/cmyk_rgb.json         torchvision.io.decode_jpeg (RGB) of jpeg/cmyk_k.jpg (CMYK, K varying)
 
 usage: $TRAINBENCH_PYTHON scripts/make-jpeg-fixture.py   (from the repository root)
 """
@@ -52,6 +53,27 @@ def save(name, img, **kw):
     path = OUT / "jpeg" / name
     pil.save(path, "JPEG", **kw)
     return path
+
+
+def cmyk_fixture():
+    """A CMYK file whose black (K) varies, as PIL writes it (with an Adobe APP14 marker), and the RGB
+    torchvision decodes from it, with and without the marker (the same: Adobe polarity is assumed)."""
+    h, w = 24, 32
+    y = torch.arange(h).view(-1, 1)
+    x = torch.arange(w).view(1, -1)
+    cmyk = torch.stack([(x * 8) % 256 + 0 * y, (y * 11) % 256 + 0 * x, ((x + y) * 5) % 256, (x * 3 + y * 7) % 256])
+    path = OUT / "jpeg" / "cmyk_k.jpg"
+    Image.fromarray(cmyk.permute(1, 2, 0).to(torch.uint8).numpy(), mode="CMYK").save(path, "JPEG", quality=95)
+    data = path.read_bytes()
+    at = data.index(b"\xff\xee")
+    stripped = data[:at] + data[at + 2 + int.from_bytes(data[at + 2:at + 4], "big"):]
+    rgb = decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+    same = decode_jpeg(torch.frombuffer(bytearray(stripped), dtype=torch.uint8), mode=ImageReadMode.RGB)
+    assert torch.equal(rgb, same), "torchvision reads CMYK without an Adobe marker differently"
+    meta = f"torchvision {torchvision.__version__}: decode_jpeg(mode=RGB) of cmyk_k.jpg, HWC"
+    (OUT / "cmyk_rgb.json").write_text(json.dumps({"generator": meta, "file": "cmyk_k.jpg", "height": h, "width": w,
+                                                   "expected_hwc": rgb.permute(1, 2, 0).flatten().tolist()},
+                                                  separators=(",", ":")))
 
 
 def main():
@@ -105,7 +127,9 @@ def main():
         draws.append({"height": h, "width": w, "crop_h": hs, "crop_w": ws})
     meta = f"torchvision {torchvision.__version__}: RandomResizedCrop.get_params, scale (0.08, 1), ratio (3/4, 4/3), seed 0"
     (OUT / "rrc_draws.json").write_text(json.dumps({"generator": meta, "images": draws}, separators=(",", ":")))
-    print("wrote", ", ".join(sorted(files)), "torchvision_crops.json and rrc_draws.json under", OUT)
+    cmyk_fixture()
+    print("wrote", ", ".join(sorted(files)), "cmyk_k.jpg, torchvision_crops.json, rrc_draws.json and cmyk_rgb.json under",
+          OUT)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.world = o.launch.world;
   lo.folder.transform = p.data.transform;
   lo.folder.max_image_pixels = p.data.max_image_pixels;
+  lo.folder.max_image_bytes = p.data.max_image_bytes;
   lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();

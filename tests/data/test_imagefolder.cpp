@@ -265,6 +265,95 @@ TEST_CASE("bad files: on_bad_file skip replaces the sample with the next good fi
   }
 }
 
+TEST_CASE("bad files: a replacement sample is cropped and flipped by its own draw, not its file's") {
+  const auto root = tbtest::scratch("if-skip-draw");
+  write_bytes(root / "a/0.jpg", {0x89, 'P', 'N', 'G', 13, 10, 26, 10});
+  write_bytes(root / "a/1.jpg", jpeg_bytes(96, 80, 2));
+  const auto ds = read_image_folder(root, "train");
+  folder_options fo;
+  fo.image_size = 16;
+  fo.seed = 5;
+  fo.skip_bad_files = true;
+  bad_files bad(ds->files()->size());
+  folder_reader reader(*ds->files(), fo, bad);
+  std::vector<float> out(3 * 16 * 16);
+  load_counters counters(1);
+  std::vector<load_sink*> sinks{&counters};
+  phase_marker marks(sinks, 0, 0);
+  int repeated = 0;
+  for (std::int64_t epoch = 0; epoch < 4; ++epoch) {
+    INFO("epoch " << epoch);
+    reader.read(1, epoch, out.data(), marks);
+    const decode_facts own = reader.last();
+    reader.read(0, epoch, out.data(), marks);  // 0.jpg is bad: 1.jpg stands in for sample 0
+    const decode_facts stand_in = reader.last();
+    sample_rng rng(5, epoch, 0);  // sample 0's draw
+    const crop_box want = random_resized_crop(80, 96, rng);
+    CHECK(stand_in.box.top == want.top);
+    CHECK(stand_in.box.left == want.left);
+    CHECK(stand_in.box.height == want.height);
+    CHECK(stand_in.box.width == want.width);
+    CHECK(stand_in.flip == (rng.uniform(0.0, 1.0) < 0.5));
+    repeated += own.box.top == stand_in.box.top && own.box.left == stand_in.box.left &&
+                own.box.height == stand_in.box.height && own.box.width == stand_in.box.width &&
+                own.flip == stand_in.flip;
+  }
+  CHECK(repeated == 0);
+  CHECK(bad.replacements() == 4);
+}
+
+namespace {
+
+// `bytes` with `extra` inserted just before its end-of-image marker (the file's last two bytes).
+std::vector<std::uint8_t> before_end(std::vector<std::uint8_t> bytes, const std::vector<std::uint8_t>& extra) {
+  bytes.insert(bytes.end() - 2, extra.begin(), extra.end());
+  return bytes;
+}
+
+// What the loader makes of a folder of 64 x 48 JPEGs, one of them `odd`, in each transform and
+// decode mode, over four epochs of 16-pixel crops: "ok" or the error.
+std::vector<std::string> verdicts(const fs::path& root, const std::vector<std::uint8_t>& odd) {
+  for (int i = 0; i < 3; ++i) write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(64, 48, i));
+  write_bytes(root / "a/odd.jpg", odd);
+  const auto ds = read_image_folder(root, "train");
+  std::vector<std::string> out;
+  for (data_transform t : {data_transform::train, data_transform::eval})
+    for (bool partial : {true, false}) {
+      auto o = folder_loader(0, 4);
+      o.folder.transform = t;
+      o.folder.partial_decode = partial;
+      batch_loader loader(ds, o);
+      try {
+        drain(loader, 4);
+        out.push_back("ok");
+      } catch (const input_error& e) {
+        out.push_back(e.what());
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bad files: the verdict on a file is the same whatever the crop, transform and partial_decode") {
+  const auto good = jpeg_bytes(64, 48, 5);
+  // libjpeg's commonest warning, at the very end of the file: decoded, as torchvision and PIL do.
+  const auto harmless = verdicts(tbtest::scratch("if-verdict-extraneous"), before_end(good, {0x00, 0x00}));
+  CHECK(harmless == std::vector<std::string>(4, "ok"));
+  // A second frame header after the image data: refused by libjpeg (and so torchvision and PIL)
+  // when it reads to the end, and here in every mode, not only when a crop reaches the last row.
+  std::vector<std::uint8_t> frame;
+  for (std::size_t i = 2; i + 4 < good.size() && frame.empty(); ++i)
+    if (good[i] == 0xFF && good[i + 1] == 0xC0)
+      frame.assign(good.begin() + static_cast<long>(i),
+                   good.begin() + static_cast<long>(i + 2 + (good[i + 2] << 8 | good[i + 3])));
+  REQUIRE_FALSE(frame.empty());
+  const fs::path root = tbtest::scratch("if-verdict-frame");
+  const auto refused = verdicts(root, before_end(good, frame));
+  for (const auto& v : refused) CHECK_THAT(v, Catch::Contains((root / "a/odd.jpg").string()));
+  CHECK(refused == std::vector<std::string>(4, refused[0]));
+}
+
 TEST_CASE("bad files: a file without read permission names the file (also when run as root)") {
   const auto root = tbtest::scratch("if-unreadable");
   write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
@@ -286,6 +375,40 @@ TEST_CASE("max_image_pixels refuses a header before decoding, and can be raised"
   batch_loader small(ds, o);
   CHECK_THROWS_WITH(drain(small, 1), Catch::Contains("40 x 30 = 1200 pixels, more than data.max_image_pixels (1199)"));
   o.folder.max_image_pixels = 40 * 30;
+  batch_loader enough(ds, o);
+  CHECK_NOTHROW(drain(enough, 1));
+}
+
+TEST_CASE("max_image_bytes: a larger file is a bad file, refused by its size before it is read") {
+  const auto root = tbtest::scratch("if-bytes");
+  write_bytes(root / "a/good.jpg", jpeg_bytes(24, 24, 2));
+  // A JPEG head on a 3 GiB sparse file: reading it whole would need 3 GiB of memory.
+  const fs::path huge = root / "a/huge.jpg";
+  write_bytes(huge, jpeg_bytes(24, 24, 3));
+  fs::resize_file(huge, std::uintmax_t{3} << 30);
+  const auto ds = read_image_folder(root, "train");
+  batch_loader strict(ds, folder_loader(0, 2));
+  CHECK_THROWS_WITH(drain(strict, 1), Catch::Contains(huge.string() + ": file is 3221225472 bytes, more than "
+                                                                      "data.max_image_bytes (268435456)"));
+  auto o = folder_loader(0, 2);
+  o.folder.skip_bad_files = true;
+  batch_loader skipping(ds, o);
+  drain(skipping, 2);
+  REQUIRE(skipping.skipped_files().size() == 1);
+  CHECK(skipping.skipped_files()[0].path == huge.string());
+  CHECK(skipping.replaced_samples() == 2);
+}
+
+TEST_CASE("max_image_bytes: the limit is the file's size in bytes, and can be raised") {
+  const auto root = tbtest::scratch("if-bytes-limit");
+  const auto bytes = jpeg_bytes(40, 30, 1);
+  write_bytes(root / "a/1.jpg", bytes);
+  const auto ds = read_image_folder(root, "train");
+  auto o = folder_loader(0, 1);
+  o.folder.max_image_bytes = static_cast<std::int64_t>(bytes.size()) - 1;
+  batch_loader small(ds, o);
+  CHECK_THROWS_WITH(drain(small, 1), Catch::Contains("file is " + std::to_string(bytes.size()) + " bytes"));
+  o.folder.max_image_bytes = static_cast<std::int64_t>(bytes.size());
   batch_loader enough(ds, o);
   CHECK_NOTHROW(drain(enough, 1));
 }

@@ -202,6 +202,183 @@ TEST_CASE("grayscale, CMYK and progressive files decode, and the header says wha
   CHECK(p.height == 70);
 }
 
+namespace {
+
+// Rows [y0, y1) and columns [x0, x1) of an opened image at full resolution, as packed bytes.
+std::vector<std::uint8_t> region_bytes(jpeg_decoder& dec, const jpeg_region& r) {
+  const decoded_pixels px = dec.decode(r);
+  std::vector<std::uint8_t> out;
+  for (int y = 0; y < px.rows; ++y) {
+    const std::uint8_t* row = px.data + y * px.stride + (r.x0 - px.x0) * px.channels;
+    out.insert(out.end(), row, row + (r.x1 - r.x0) * px.channels);
+  }
+  return out;
+}
+
+// What a Motion Photo appends after the image: an MP4 (here 64 KiB standing in for one, with a
+// JPEG-like FF D8 ... FF D9 inside it, far from its end).
+std::vector<std::uint8_t> with_video(std::vector<std::uint8_t> bytes) {
+  const std::uint8_t box[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'm', 'p', '4', '2'};
+  bytes.insert(bytes.end(), std::begin(box), std::end(box));
+  for (int i = 0; i < 65536; ++i) bytes.push_back(static_cast<std::uint8_t>((i * 131 + 7) % 251));  // never 0xFF
+  const std::size_t inner = bytes.size() - 60000;
+  const std::uint8_t jpeg_like[] = {0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xD9};
+  std::copy(std::begin(jpeg_like), std::end(jpeg_like), bytes.begin() + static_cast<long>(inner));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("data after the end-of-image marker (a Motion Photo's video) is ignored: the same pixels") {
+  for (const char* name : {"color420.jpg", "progressive.jpg", "gray.jpg"}) {
+    INFO(name);
+    const auto plain = read_bytes(fixture(name));
+    const auto photo = with_video(plain);
+    jpeg_decoder a, b;
+    const jpeg_info info = a.open(plain.data(), plain.size(), 1 << 30);
+    const jpeg_info same = b.open(photo.data(), photo.size(), 1 << 30);
+    CHECK(same.width == info.width);
+    CHECK(same.height == info.height);
+    const jpeg_region whole{1, 0, info.width, 0, info.height};
+    CHECK(region_bytes(b, whole) == region_bytes(a, whole));
+    const jpeg_region crop{1, 3, info.width / 2, 2, info.height / 2};
+    a.open(plain.data(), plain.size(), 1 << 30);
+    b.open(photo.data(), photo.size(), 1 << 30);
+    CHECK(region_bytes(b, crop) == region_bytes(a, crop));
+  }
+}
+
+TEST_CASE("CMYK decodes to torchvision's decode_jpeg(mode=RGB) pixels exactly, with or without an Adobe marker") {
+  const auto fix = tbtest::read_json(tbtest::source_dir() / "tests/fixtures/cmyk_rgb.json");
+  const auto expected = fix["expected_hwc"].get<std::vector<int>>();
+  const int h = fix["height"], w = fix["width"];
+  const auto adobe = read_bytes(fixture(fix["file"].get<std::string>()));
+  // The same file without its APP14 "Adobe" segment: libjpeg then reads the four components as
+  // plain CMYK, and torchvision (and PIL) still assume Adobe's inverted polarity.
+  std::vector<std::uint8_t> plain;
+  for (std::size_t i = 2; i + 4 < adobe.size(); ++i) {
+    if (adobe[i] == 0xFF && adobe[i + 1] == 0xEE) {
+      const std::size_t length = static_cast<std::size_t>(adobe[i + 2]) << 8 | adobe[i + 3];
+      plain.assign(adobe.begin(), adobe.begin() + static_cast<long>(i));
+      plain.insert(plain.end(), adobe.begin() + static_cast<long>(i + 2 + length), adobe.end());
+      break;
+    }
+  }
+  REQUIRE_FALSE(plain.empty());
+  const std::vector<std::uint8_t>* files[] = {&adobe, &plain};
+  for (const auto* bytes : files) {
+    INFO((bytes == &adobe ? "with" : "without") << " the Adobe marker");
+    jpeg_decoder dec;
+    const jpeg_info info = dec.open(bytes->data(), bytes->size(), 1 << 30);
+    REQUIRE(info.channels == 3);
+    REQUIRE((info.width == w && info.height == h));
+    const auto got = region_bytes(dec, {1, 0, w, 0, h});
+    REQUIRE(got.size() == expected.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) differing += got[i] != expected[i];
+    CHECK(differing == 0);
+  }
+}
+
+namespace {
+
+// `bytes` with `extra` inserted just before its end-of-image marker (the file's last two bytes).
+std::vector<std::uint8_t> before_end(std::vector<std::uint8_t> bytes, const std::vector<std::uint8_t>& extra) {
+  bytes.insert(bytes.end() - 2, extra.begin(), extra.end());
+  return bytes;
+}
+
+// The file's SOS segment (marker, length and header), as a second scan would start.
+std::vector<std::uint8_t> sos_segment(const std::vector<std::uint8_t>& bytes) {
+  for (std::size_t i = 2; i + 4 < bytes.size(); ++i)
+    if (bytes[i] == 0xFF && bytes[i + 1] == 0xDA) {
+      const std::size_t length = static_cast<std::size_t>(bytes[i + 2]) << 8 | bytes[i + 3];
+      return {bytes.begin() + static_cast<long>(i), bytes.begin() + static_cast<long>(i + 2 + length)};
+    }
+  FAIL("no SOS marker");
+  return {};
+}
+
+// Entropy-coded bytes from 60% to 70% of the file overwritten with stuffed 0xFF bytes (FF 00):
+// runs of one bits longer than any Huffman code, damage in the lower rows that libjpeg meets as
+// "Corrupt JPEG data: bad Huffman code" (and more after it), and no new marker.
+std::vector<std::uint8_t> damaged_rows(std::vector<std::uint8_t> bytes) {
+  const std::size_t first = bytes.size() * 6 / 10, last = bytes.size() * 7 / 10;
+  for (std::size_t i = first; i + 1 < last; i += 2) {
+    bytes[i] = 0xFF;
+    bytes[i + 1] = 0x00;
+  }
+  return bytes;
+}
+
+// Whether decoding `r` of the file is refused (at open or at decode), and the message.
+std::string verdict(const std::vector<std::uint8_t>& bytes, const jpeg_region& r) {
+  jpeg_decoder dec;
+  try {
+    dec.open(bytes.data(), bytes.size(), 1 << 30);
+    dec.decode(r);
+    return "decoded";
+  } catch (const bad_image& e) {
+    return std::string("refused: ") + e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("libjpeg warnings never refuse a file (as torchvision and PIL), whatever the crop") {
+  const auto clean = read_bytes(fixture("color420.jpg"));
+  jpeg_decoder ref;
+  const jpeg_info info = ref.open(clean.data(), clean.size(), 1 << 30);
+  const jpeg_region whole{1, 0, info.width, 0, info.height}, top{1, 8, 40, 0, 16}, bottom{1, 0, info.width, 40, info.height};
+  const auto want = region_bytes(ref, whole);
+  ref.open(clean.data(), clean.size(), 1 << 30);
+  const auto want_top = region_bytes(ref, top);
+  // "Corrupt JPEG data: 2 extraneous bytes before marker 0xd9": common, and harmless.
+  const auto extraneous = before_end(clean, {0x00, 0x00});
+  for (const jpeg_region& r : {whole, top, bottom}) CHECK(verdict(extraneous, r) == "decoded");
+  jpeg_decoder dec;
+  dec.open(extraneous.data(), extraneous.size(), 1 << 30);
+  CHECK(region_bytes(dec, whole) == want);
+  // Damaged entropy-coded data: made-up pixels below, as torchvision and PIL give them.
+  const auto damaged = damaged_rows(clean);
+  for (const jpeg_region& r : {whole, top, bottom}) CHECK(verdict(damaged, r) == "decoded");
+  dec.open(damaged.data(), damaged.size(), 1 << 30);
+  CHECK(region_bytes(dec, top) == want_top);
+}
+
+TEST_CASE("a file libjpeg refuses past its image data is refused whatever the crop, before decoding") {
+  const auto clean = read_bytes(fixture("color420.jpg"));
+  jpeg_decoder ref;
+  const jpeg_info info = ref.open(clean.data(), clean.size(), 1 << 30);
+  const jpeg_region whole{1, 0, info.width, 0, info.height}, top{1, 8, 40, 0, 16};
+  // A second scan in a single-scan file (libjpeg: "Didn't expect more than one scan"), and a
+  // second frame header ("two SOF markers"): torchvision and PIL refuse both.
+  std::vector<std::uint8_t> scan = sos_segment(clean);
+  scan.insert(scan.end(), 16, 0x00);
+  std::vector<std::uint8_t> frame;
+  for (std::size_t i = 2; i + 4 < clean.size() && frame.empty(); ++i)
+    if (clean[i] == 0xFF && clean[i + 1] == 0xC0)
+      frame.assign(clean.begin() + static_cast<long>(i),
+                   clean.begin() + static_cast<long>(i + 2 + (clean[i + 2] << 8 | clean[i + 3])));
+  REQUIRE_FALSE(frame.empty());
+  const std::vector<std::uint8_t> soi{0xFF, 0xD8}, unknown{0xFF, 0x55, 0x00, 0x04, 'a', 'b'};
+  for (const auto& extra : {scan, frame, soi, unknown}) {
+    const auto bytes = before_end(clean, extra);
+    const std::string on_whole = verdict(bytes, whole), on_top = verdict(bytes, top);
+    CHECK_THAT(on_whole, Catch::StartsWith("refused: "));
+    CHECK(on_top == on_whole);
+    jpeg_decoder dec;
+    CHECK_THROWS_AS(dec.open(bytes.data(), bytes.size(), 1 << 30), bad_image);
+  }
+  // An APPn or COM segment there is fine, as it is for libjpeg.
+  const std::vector<std::uint8_t> app{0xFF, 0xE5, 0x00, 0x04, 'a', 'b'}, com{0xFF, 0xFE, 0x00, 0x04, 'a', 'b'};
+  for (const auto& extra : {app, com}) {
+    const auto bytes = before_end(clean, extra);
+    CHECK(verdict(bytes, whole) == "decoded");
+    CHECK(verdict(bytes, top) == "decoded");
+  }
+}
+
 TEST_CASE("DCT scaling is chosen only while the scaled crop keeps the output resolution") {
   CHECK(dct_scale(train_plan({0, 0, 448, 448}, 224, false)) == 2);
   CHECK(dct_scale(train_plan({0, 0, 447, 900}, 224, false)) == 1);

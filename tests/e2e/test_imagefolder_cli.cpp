@@ -71,6 +71,7 @@ TEST_CASE("bench-data on an image folder: samples/s and where the workers' time 
   CHECK(l["skipped_files"].empty());
   // ImageNet's normalisation is the image-folder default.
   CHECK(j["profile"]["resolved"].get<std::string>().find("0.485") != std::string::npos);
+  CHECK(j["profile"]["resolved"].get<std::string>().find("max_image_bytes: 268435456") != std::string::npos);
 }
 
 TEST_CASE("image folder through the CLI: class count mismatch and a missing root exit 2") {
@@ -126,7 +127,7 @@ TEST_CASE("data.decode: device without a GPU falls back to the host, said as ine
   CHECK(r.output.find("data.decode") != std::string::npos);
 }
 
-TEST_CASE("image-folder keys are validated: split, preprocess, max_image_pixels") {
+TEST_CASE("image-folder keys are validated: split, preprocess, max_image_pixels, max_image_bytes") {
   const auto dir = tbtest::scratch("e2e-if-keys");
   const auto profile = folder_profile(dir, generated(), 2);
   auto r = tbtest::run_cli("validate '" + profile + "'");
@@ -139,6 +140,9 @@ TEST_CASE("image-folder keys are validated: split, preprocess, max_image_pixels"
   CHECK(r.output.find("data.decode: device") != std::string::npos);
   r = tbtest::run_cli("bench-data --config '" + profile + "' --set data.max_image_pixels=0");
   CHECK(r.code == 2);
+  r = tbtest::run_cli("bench-data --config '" + profile + "' --set data.max_image_bytes=0");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("data.max_image_bytes") != std::string::npos);
   r = tbtest::run_cli("bench-data --config '" + profile + "' --set data.split=val --set train.batch_size=2");
   INFO(r.output);
   CHECK(r.code == 0);  // val/ holds one JPEG per class here

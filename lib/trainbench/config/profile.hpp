@@ -51,6 +51,7 @@ struct data_config {
   bad_file_policy on_bad_file = bad_file_policy::error;
   bool partial_decode = true;       // false: decode every JPEG whole at full resolution (for comparison)
   int max_image_pixels = 89478485;  // PIL's Image.MAX_IMAGE_PIXELS: larger headers are refused unread
+  int max_image_bytes = 256 << 20;  // larger files are refused unread (a bad file), not read whole
 };
 
 struct optimizer_config {

@@ -393,6 +393,7 @@ void visit(V& v, profile& p) {
     v.choice("on_bad_file", d.on_bad_file, {bad_file_policy::error, bad_file_policy::skip});
     v.field("partial_decode", d.partial_decode);
     v.field("max_image_pixels", d.max_image_pixels);
+    v.field("max_image_bytes", d.max_image_bytes);
   });
   v.block("train", [&] {
     auto& t = p.train;
@@ -476,6 +477,7 @@ void validate(const reader& r, const profile& p) {
   at_least(p.data.samples, 1, "data.samples");
   at_least(p.data.source_size, 1, "data.source_size");
   at_least(p.data.max_image_pixels, 1, "data.max_image_pixels");
+  at_least(p.data.max_image_bytes, 1, "data.max_image_bytes");
   require(!(folder && p.data.preprocess == preprocess_place::device), "data.preprocess",
           "'device' ships fixed-size source images, and an image folder's JPEGs vary in size; "
           "use data.decode: device to decode and crop on the GPU");

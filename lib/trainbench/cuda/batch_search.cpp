@@ -1,6 +1,6 @@
 // train.batch_size: auto, the tries: does one real training step fit on the device at this
-// batch size? (The search and its bookkeeping are in batch_search.cpp.)
-#include "trainbench/batch_search.hpp"
+// batch size? (The search and its bookkeeping are in measure/batch_search.cpp.)
+#include "trainbench/measure/batch_search.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>

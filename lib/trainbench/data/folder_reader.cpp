@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -41,9 +43,16 @@ struct file_guard {
   int fd;
   ~file_guard() { close(fd); }
 };
+
+std::string too_large(std::int64_t bytes, std::int64_t limit) {
+  return "file is " + std::to_string(bytes) + " bytes, more than data.max_image_bytes (" + std::to_string(limit) +
+         "); refused unread";
+}
+
 }  // namespace
 
-// The whole file into a buffer that only ever grows (ImageNet's files are ~110 KB).
+// The whole file into a buffer that only ever grows (ImageNet's files are ~110 KB), up to
+// data.max_image_bytes: a multi-GB file named .jpg must be a bad file, not a failed allocation.
 void folder_reader::load_file(std::int64_t index) {
   const int fd = openat(root_fd_, files_.relative(index), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw bad_image(std::string("cannot open: ") + std::strerror(errno));
@@ -51,12 +60,15 @@ void folder_reader::load_file(std::int64_t index) {
   struct stat st;
   if (fstat(fd, &st) != 0) throw bad_image(std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw bad_image("not a regular file");
+  const std::int64_t limit = options_.max_image_bytes;
+  if (st.st_size > limit) throw bad_image(too_large(st.st_size, limit));
   const auto expected = static_cast<std::size_t>(st.st_size);
   if (bytes_.size() < expected + 1) bytes_.resize(expected + 1);
   size_ = 0;
   // Read to the end even if the file grew since fstat: one byte of room tells.
   while (true) {
-    if (size_ == bytes_.size()) bytes_.resize(bytes_.size() * 2);
+    if (size_ == bytes_.size())
+      bytes_.resize(static_cast<std::size_t>(std::min<std::int64_t>(2 * static_cast<std::int64_t>(size_), limit + 1)));
     const ssize_t n = ::read(fd, bytes_.data() + size_, bytes_.size() - size_);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -64,6 +76,8 @@ void folder_reader::load_file(std::int64_t index) {
     }
     if (n == 0) break;
     size_ += static_cast<std::size_t>(n);
+    if (static_cast<std::int64_t>(size_) > limit)
+      throw bad_image("file grew past data.max_image_bytes (" + std::to_string(limit) + ") while read");
   }
 }
 
@@ -76,7 +90,9 @@ void encoded_batch::clear() {
   indices.clear();
 }
 
-resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch) {
+// The draw belongs to the sample, not the file: a replacement for a skipped file must not repeat
+// the crop and flip its file gets as its own sample in the same epoch.
+resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch) {
   decode_facts& f = last_;
   f.info = info;
   if (options_.transform == data_transform::eval) {
@@ -84,19 +100,20 @@ resize_plan folder_reader::plan_for(const jpeg_info& info, std::int64_t index, s
     f.flip = false;
     return eval_plan(info.height, info.width, options_.image_size);
   }
-  sample_rng rng(options_.seed, epoch, index);
+  sample_rng rng(options_.seed, epoch, sample);
   f.box = random_resized_crop(info.height, info.width, rng);
   f.flip = rng.uniform(0.0, 1.0) < 0.5;
   return train_plan(f.box, options_.image_size, f.flip);
 }
 
-void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
+void folder_reader::transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst,
+                              phase_marker& marks) {
   marks.begin(load_phase::read);
-  load_file(index);
+  load_file(file);
   marks.begin(load_phase::decode);
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
   const int s = options_.image_size;
-  const resize_plan plan = plan_for(info, index, epoch);
+  const resize_plan plan = plan_for(info, sample, epoch);
   decode_facts& f = last_;
   f.scale = options_.partial_decode ? dct_scale(plan) : 1;
   f.region = resampler_.prepare(plan, f.scale, info.height, info.width, s);
@@ -107,19 +124,20 @@ void folder_reader::transform(std::int64_t index, std::int64_t epoch, float* dst
   marks.end();
 }
 
-void folder_reader::encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
+void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out,
+                           phase_marker& marks) {
   marks.begin(load_phase::read);
-  load_file(index);
+  load_file(file);
   marks.begin(load_phase::decode);  // the header only: the GPU decodes the rest
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
-  const resize_plan plan = plan_for(info, index, epoch);
+  const resize_plan plan = plan_for(info, sample, epoch);
   marks.end();
   out.offsets.push_back(out.bytes.size());
   out.sizes.push_back(size_);
   out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size_));
   out.infos.push_back(info);
   out.plans.push_back(plan);
-  out.indices.push_back(index);
+  out.indices.push_back(file);
 }
 
 // The sample's file, or with skip_bad_files the next good one after it (in index order).
@@ -145,7 +163,7 @@ int folder_reader::with_good_file(std::int64_t index, F&& work) {
 int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks) {
   return with_good_file(index, [&](std::int64_t j) {
     try {
-      transform(j, epoch, dst, marks);
+      transform(j, index, epoch, dst, marks);
     } catch (...) {
       marks.end();
       throw;
@@ -156,7 +174,7 @@ int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phas
 int folder_reader::read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
   return with_good_file(index, [&](std::int64_t j) {
     try {
-      encode(j, epoch, out, marks);
+      encode(j, index, epoch, out, marks);
     } catch (...) {
       marks.end();
       throw;

@@ -22,6 +22,7 @@ struct folder_options {
   bool channels_last = false;
   std::vector<double> mean{0.485, 0.456, 0.406}, std{0.229, 0.224, 0.225};
   std::int64_t max_image_pixels = 89478485;
+  std::int64_t max_image_bytes = 256 << 20;  // larger files are bad files, refused before reading
   bool skip_bad_files = false;  // data.on_bad_file: skip
   bool partial_decode = true;   // DCT scaling and cropping; false: every file decoded whole
   std::uint64_t seed = 0;
@@ -78,7 +79,7 @@ class folder_reader {
   folder_reader& operator=(const folder_reader&) = delete;
   // Writes sample `index` of `epoch` into dst (3 x S x S floats, or S x S x 3 with channels_last)
   // and returns its label. A bad file is an input_error naming it, or with skip_bad_files the
-  // next good file (in index order) takes its place.
+  // next good file (in index order) takes its place, cropped and flipped by the sample's own draw.
   int read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
   // data.decode: device: reads and checks sample `index` (header only) and appends it and its
   // crop to `out`. Bad files are handled as by read().
@@ -87,9 +88,10 @@ class folder_reader {
 
  private:
   void load_file(std::int64_t index);
-  void transform(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
-  void encode(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
-  resize_plan plan_for(const jpeg_info& info, std::int64_t index, std::int64_t epoch);
+  // `file` is the one read; `sample` (its own index, or the bad file's it replaces) seeds the crop.
+  void transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst, phase_marker& marks);
+  void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  resize_plan plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch);
   template <class F>
   int with_good_file(std::int64_t index, F&& work);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 // clang-format off
 #include <jpeglib.h>
 #include <jerror.h>
@@ -31,50 +32,97 @@ struct error_state {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings that mean the entropy-coded data is damaged: the picture would be partly made up.
-bool corrupt_data_warning(int code) {
-  switch (code) {
-    case JWRN_HIT_MARKER:
-    case JWRN_EXTRANEOUS_DATA:
-    case JWRN_JPEG_EOF:
-    case JWRN_MUST_RESYNC:
-    case JWRN_NOT_SEQUENTIAL:
-    case JWRN_HUFF_BAD_CODE:
-    case JWRN_BOGUS_PROGRESSION:
-    case JWRN_TOO_MUCH_DATA:
-    case JWRN_ARITH_BAD_CODE:
-      return true;
-    default:
-      return false;
-  }
-}
-
+// Warnings never refuse a file. torchvision's decode_jpeg and PIL decode through all of them
+// (damaged entropy-coded data becomes made-up pixels there too); and a warning from rows below a
+// crop is never met, so refusing on one would make a file's verdict depend on its crop. Only
+// running out of data is fatal, as it is for both (open() has found the end marker, so it
+// should not happen).
 void on_message(j_common_ptr cinfo, int level) {
-  if (level == -1 && corrupt_data_warning(cinfo->err->msg_code)) on_error(cinfo);
-  // Other warnings (an unknown JFIF revision, say) and trace messages do not touch the pixels.
+  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error(cinfo);
 }
 
-// A file cut short has no end-of-image marker. FF D9 cannot occur inside entropy-coded data
-// (0xFF is stuffed as FF 00 there), so finding it near the end is enough; the slack allows for
-// the padding some writers append.
-bool has_end_marker(const std::uint8_t* data, std::size_t size) {
-  const std::size_t slack = 4096;
-  const std::size_t first = size > slack ? size - slack : 0;
-  for (std::size_t i = size; i-- > first + 1;)
-    if (data[i] == 0xD9 && data[i - 1] == 0xFF) return true;
-  return false;
+// A file's layout as libjpeg's marker reader meets it, from start to end-of-image marker.
+struct jpeg_layout {
+  std::size_t end = 0;  // just past the end-of-image marker; 0: there is none, the file is cut short
+  std::string refused;  // what libjpeg would refuse on reading to the end, if anything
+};
+
+bool is_frame(std::uint8_t m) { return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC; }
+
+// Markers libjpeg reads without complaint besides frames, scans, SOI and EOI: tables, restart
+// interval, DNL, APPn, COM, restarts and TEM. Any other stops it ("Unsupported marker type").
+bool is_known(std::uint8_t m) {
+  return m == 0xC4 || m == 0xCC || (m >= 0xDB && m <= 0xDD) || (m >= 0xE0 && m <= 0xEF) || m == 0xFE ||
+         (m >= 0xD0 && m <= 0xD7) || m == 0x01;
 }
 
-// torchvision's conversion (Adobe-style inverted CMYK, as Photoshop writes it), in place into
-// the RGB layout of the other colour images (each pixel's three bytes land at or before its four).
+// Walks the file as a decoder reads it: marker segments skipped by their length (an EXIF
+// thumbnail's own FF D9 is inside one), entropy-coded data up to the next marker (there 0xFF is
+// stuffed as FF 00, and FF D0..D7 are restarts). What follows the end marker (a Motion Photo's
+// video) is never looked at. A single-scan file is only decoded down to its crop's last row, so
+// what libjpeg would refuse after the image data (met by jpeg_finish_decompress, which reads on
+// to the end marker) is found here, for every crop alike.
+// Not inlined into open(): its locals would share a frame with open()'s setjmp.
+[[gnu::noinline]] jpeg_layout walk(const std::uint8_t* d, std::size_t size) {
+  jpeg_layout out;
+  int frames = 0, components = 0, scans = 0;
+  bool progressive = false, single_scan = false;
+  std::size_t i = 2;  // after SOI
+  while (i < size) {
+    const void* ff = std::memchr(d + i, 0xFF, size - i);  // libjpeg skips stray bytes between segments too
+    if (!ff) return out;
+    std::size_t j = static_cast<std::size_t>(static_cast<const std::uint8_t*>(ff) - d) + 1;
+    while (j < size && d[j] == 0xFF) ++j;  // fill bytes
+    if (j >= size) return out;
+    const std::uint8_t m = d[j];
+    i = j + 1;
+    if (m == 0xD9) {
+      out.end = i;
+      return out;
+    }
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;  // stuffing, TEM, restarts: no length
+    if (m == 0xD8) {
+      out.refused = "invalid JPEG structure: two SOI markers";
+    } else if (is_frame(m) && ++frames > 1) {
+      out.refused = "invalid JPEG structure: two SOF markers";
+    } else if (m == 0xDA && ++scans > 1 && single_scan) {
+      out.refused = "invalid JPEG structure: more than one scan in a single-scan (sequential) JPEG";
+    } else if (!is_frame(m) && m != 0xDA && !is_known(m)) {
+      char text[64];
+      std::snprintf(text, sizeof text, "unsupported JPEG marker 0xff%02x", m);
+      out.refused = text;
+    }
+    if (!out.refused.empty() || i + 2 > size) return out;
+    const std::size_t length = static_cast<std::size_t>(d[i]) << 8 | d[i + 1];
+    if (is_frame(m) && i + 8 <= size) {
+      progressive = m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE;
+      components = d[i + 7];
+    }
+    if (m == 0xDA && scans == 1 && i + 3 <= size) single_scan = !progressive && d[i + 2] == components;
+    i += std::max<std::size_t>(length, 2);  // after SOS: its entropy-coded data, scanned as above
+  }
+  return out;
+}
+
+// torchvision's conversion (decode_jpeg with ImageReadMode.RGB), PIL's too: the values are taken
+// as Adobe-inverted (0 is full ink), as Photoshop writes them, whether or not the file has an
+// Adobe marker, since both assume that; k * c / 255 is rounded as they round it.
+std::uint8_t cmyk_channel(int cmy, int k) {
+  int v = k * (255 - cmy) + 128;
+  v = ((v >> 8) + v) >> 8;  // k * (255 - cmy) / 255, rounded
+  return static_cast<std::uint8_t>(k - v);
+}
+
+// In place into the RGB layout of the other colour images (each pixel's three bytes land at or
+// before its four).
 void cmyk_to_rgb(std::uint8_t* row, int width) {
   for (int x = 0; x < width; ++x) {
     const std::uint8_t* p = row + 4 * x;
     const int c = p[0], m = p[1], y = p[2], k = p[3];
     std::uint8_t* q = row + 3 * x;
-    q[0] = static_cast<std::uint8_t>(c * k / 255);
-    q[1] = static_cast<std::uint8_t>(m * k / 255);
-    q[2] = static_cast<std::uint8_t>(y * k / 255);
+    q[0] = cmyk_channel(c, k);
+    q[1] = cmyk_channel(m, k);
+    q[2] = cmyk_channel(y, k);
   }
 }
 
@@ -106,12 +154,15 @@ jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::in
                   size > 1 ? data[1] : 0);
     throw bad_image(head);
   }
-  if (!has_end_marker(data, size)) throw bad_image("truncated JPEG (no end-of-image marker)");
+  const jpeg_layout layout = walk(data, size);
+  if (!layout.refused.empty()) throw bad_image(layout.refused);
+  if (layout.end == 0) throw bad_image("truncated JPEG (no end-of-image marker)");
+  const std::size_t end = layout.end;
   if (setjmp(s_->err.jump)) {
     jpeg_abort_decompress(&c);
     throw bad_image(s_->err.message);
   }
-  jpeg_mem_src(&c, data, static_cast<unsigned long>(size));
+  jpeg_mem_src(&c, data, static_cast<unsigned long>(end));  // nothing after the image reaches libjpeg
   jpeg_read_header(&c, TRUE);
   const std::int64_t pixels = static_cast<std::int64_t>(c.image_width) * c.image_height;
   if (pixels > max_pixels) {
@@ -175,10 +226,9 @@ decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {
     for (int i = 0; i < n; ++i) rows[i] = pixels_.data() + out.stride * (first - r.y0 + i);
     jpeg_read_scanlines(&c, rows, static_cast<JDIMENSION>(n));
   }
-  if (static_cast<int>(c.output_height) == r.y1 && out.x0 == 0 && width == c.output_width)
-    jpeg_finish_decompress(&c);  // a whole image: also read up to its end marker
-  else
-    jpeg_abort_decompress(&c);  // rows below the crop are never decoded
+  // Rows below the crop are never decoded, and a whole image is not finished either: what
+  // jpeg_finish_decompress would read after the last row, open() has checked for every crop.
+  jpeg_abort_decompress(&c);
   if (s_->cmyk)
     for (int y = 0; y < out.rows; ++y) cmyk_to_rgb(pixels_.data() + out.stride * y, out.width);
   out.data = pixels_.data();

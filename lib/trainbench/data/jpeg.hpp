@@ -47,10 +47,12 @@ class jpeg_decoder {
   jpeg_decoder(const jpeg_decoder&) = delete;
   jpeg_decoder& operator=(const jpeg_decoder&) = delete;
 
-  // Reads the header of a whole file in memory. Throws bad_image; refuses more than max_pixels
+  // Reads the header of a whole file in memory, after walking its markers to the end-of-image
+  // marker (what follows it is ignored). Throws bad_image; refuses more than max_pixels
   // before anything the size of the image is allocated.
   jpeg_info open(const std::uint8_t* data, std::size_t size, std::int64_t max_pixels);
-  // Decodes a region of the opened image (libjpeg warnings about corrupt data are errors).
+  // Decodes a region of the opened image. libjpeg's warnings are not errors, as for torchvision
+  // and PIL: a file's verdict must not depend on which rows its crop decodes.
   // The pixels stay valid until the next open().
   decoded_pixels decode(const jpeg_region& region);
   // The dimensions libjpeg gives the image at 1/scale (ceil(size / scale)).

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "trainbench/batch_search.hpp"
+#include "trainbench/measure/batch_search.hpp"
 #include "trainbench/util/error.hpp"
 
 using namespace trainbench;

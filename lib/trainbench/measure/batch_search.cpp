@@ -1,4 +1,4 @@
-#include "trainbench/batch_search.hpp"
+#include "trainbench/measure/batch_search.hpp"
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
