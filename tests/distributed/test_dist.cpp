@@ -317,3 +317,14 @@ TEST_CASE("ResNet-50 over two ranks gets DDP's own buckets at 25 MB") {
         nlohmann::json::array({31584296, 26255360, 26550272, 9724160}));
   CHECK(report["model"]["arch"] == "resnet50");
 }
+
+TEST_CASE("a dist.timeout_s below a second is refused: rounded to 0 ms, c10d would wait forever") {
+  const auto dir = tbtest::scratch("dist-tiny-timeout");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 0.0004}\n");
+  // `timeout` ends a rank 0 that waits for rank 1 forever, with 124.
+  const auto r = tbtest::run_shell("timeout 60 env " + rank_env(0, 2, free_port()) + "\"$TB\" --config " + config);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("dist.timeout_s") && Catch::Contains("0.0004"));
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}
