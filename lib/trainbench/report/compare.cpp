@@ -141,7 +141,7 @@ pair_row row_of(const side_profile& b, const side_profile& c, const std::string&
 std::vector<std::string> identity_differences(const side_profile& b, const side_profile& c) {
   std::vector<std::string> out;
   if (b.measurement != c.measurement) out.push_back("measured: " + b.measurement + " vs " + c.measurement);
-  if (b.world != c.world) out.push_back("world size: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
+  if (b.world != c.world) out.push_back("ranks measured: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
   return out;
 }
 
@@ -197,9 +197,12 @@ std::string measurement_of(const json& report) {
   return model.is_object() && model.value("parameters", 1) == 0 ? "bench-data" : "run";
 }
 
+// The ranks whose samples the report's windows hold: a data-parallel run whose ranks could not
+// be gathered (it failed or was interrupted) measured one rank, whatever its world size.
 int world_size_of(const json& report) {
   const json& d = report.at("results").value("distributed", json(nullptr));
-  return d.is_object() ? d.value("world_size", 1) : 1;
+  if (!d.is_object()) return 1;
+  return d.value("ranks_in_results", d.value("world_size", 1));
 }
 
 comparison compare_reports(const std::vector<json>& base_reports, const std::vector<json>& candidate_reports,
