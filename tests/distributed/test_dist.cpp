@@ -423,3 +423,27 @@ TEST_CASE("a dist.timeout_s below a second is refused: rounded to 0 ms, c10d wou
   CHECK_THAT(r.output, Catch::Contains("dist.timeout_s") && Catch::Contains("0.0004"));
   CHECK_FALSE(fs::exists(dir / "tiny.json"));
 }
+
+TEST_CASE("a ladder under two ranks whose rank 0 cannot write its reports: every rank skips the same rungs") {
+  const auto dir = tbtest::scratch("dist-ladder-full");
+  const std::string first =
+      tbtest::tiny_profile(dir / "rungs", "dist: {backend: gloo, timeout_s: 60, heartbeat_timeout_s: 60}\n");
+  fs::rename(first, dir / "rungs/1-tiny.yaml");
+  tbtest::write_text(dir / "rungs/2-batch.yaml", "extends: 1-tiny.yaml\nname: tiny-batch\ntrain: {batch_size: 8}\n");
+  // Rank 0's "disk" takes the one-byte write checks before anything runs, not a report (a file
+  // size limit, SIGXFSZ ignored: writes fail with EFBIG). Rank 0 alone writes reports, so only
+  // its runs fail; rank 1's succeed. Had rank 1 gone on to the rungs' second round alone, each
+  // of its runs would wait dist.timeout_s for rank 0.
+  const int port = free_port();
+  const std::string args =
+      " ladder " + (dir / "rungs").string() + " --quiet --rounds 2 --out " + (dir / "out").string();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > " + (dir / "rank1.log").string() +
+                                   " 2>&1 & p1=$!; (trap '' XFSZ; ulimit -f 4; " + rank_env(0, 2, port) + "exec \"$TB\"" +
+                                   args + "); echo rc0=$?; start=$(date +%s%N); wait $p1; echo rc1=$? ms=$(( ($(date "
+                                   "+%s%N) - start) / 1000000 ))");
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc0=1") && Catch::Contains("rc1=1"));
+  // Rank 1 did not wait for rank 0 in a rung rank 0 skipped. A full disk is the run's failure
+  // (exit 1), not bad input (exit 2), and rank 1 fails with it.
+  CHECK(seconds_in(r.output) < 60);
+}

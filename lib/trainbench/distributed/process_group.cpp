@@ -467,14 +467,53 @@ std::string process_group::silent_ranks() {
 
 struct ladder_store::impl {
   c10::intrusive_ptr<c10d::Store> store;
+  std::string prefix;
 };
 
-ladder_store::ladder_store(const launch_info& launch) {
-  if (launch.launcher == "none" || launch.agent_store || launch.rank != 0) return;
+namespace {
+constexpr std::chrono::minutes ladder_timeout{5};
+}
+
+ladder_store::ladder_store(const launch_info& launch) : launch_(launch) {
+  if (launch.launcher == "none") return;
   launch_info server = launch;
-  server.store_prefix.clear();  // this process serves; its runs connect
+  server.store_prefix.clear();  // rank 0 serves (unless torchrun's agent does); its runs connect
   impl_ = std::make_unique<impl>();
-  impl_->store = open_tcp_store(server, std::chrono::minutes(5));
+  impl_->store = open_tcp_store(server, ladder_timeout);
+  // torchrun's agent store keeps an earlier attempt's keys: each attempt agrees under its own.
+  const std::string base = launch.agent_store ? "/worker/trainbench/ladder" : "trainbench/ladder";
+  try {
+    impl_->prefix = base + "/attempt_" +
+                    std::to_string(impl_->store->add(base + "/starts/" + std::to_string(launch.rank), 1)) + "/";
+  } catch (const std::exception& e) {
+    throw run_error("dist", "rank " + std::to_string(launch.rank) + " could not use the rendezvous store at " +
+                                launch.master_addr + ":" + std::to_string(launch.master_port) + ": " + error_text(e));
+  }
+}
+
+std::vector<int> ladder_store::agree(const std::string& step, int code) {
+  if (!impl_) return {code};
+  auto& store = *impl_->store;
+  const auto key = [&](int rank) { return impl_->prefix + step + "/exit/" + std::to_string(rank); };
+  std::vector<std::string> keys;
+  for (int r = 0; r < launch_.world; ++r) keys.push_back(key(r));
+  std::vector<int> out;
+  try {
+    store.set(key(launch_.rank), bytes_of(std::to_string(code)));
+    store.wait(keys, ladder_timeout);
+    for (const auto& value : store.multiGet(keys)) out.push_back(std::stoi(std::string(value.begin(), value.end())));
+  } catch (const std::exception& e) {
+    std::string missing;
+    try {
+      for (int r = 0; r < launch_.world; ++r)
+        if (!store.check({key(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    } catch (const std::exception&) {
+    }
+    throw run_error("dist", "rank " + std::to_string(launch_.rank) + ": the ranks could not agree on how " + step +
+                                " ended" + (missing.empty() ? "" : " (rank(s) " + missing + " did not say)") + ": " +
+                                error_text(e));
+  }
+  return out;
 }
 
 ladder_store::~ladder_store() = default;
