@@ -141,7 +141,7 @@ pair_row row_of(const side_profile& b, const side_profile& c, const std::string&
 std::vector<std::string> identity_differences(const side_profile& b, const side_profile& c) {
   std::vector<std::string> out;
   if (b.measurement != c.measurement) out.push_back("measured: " + b.measurement + " vs " + c.measurement);
-  if (b.world != c.world) out.push_back("ranks measured: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
+  if (b.world != c.world) out.push_back("world size: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
   return out;
 }
 
