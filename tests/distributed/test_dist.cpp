@@ -317,3 +317,133 @@ TEST_CASE("ResNet-50 over two ranks gets DDP's own buckets at 25 MB") {
         nlohmann::json::array({31584296, 26255360, 26550272, 9724160}));
   CHECK(report["model"]["arch"] == "resnet50");
 }
+
+TEST_CASE("a rank whose run fails after measuring still hands in its windows, and rank 0 names its error") {
+  const auto dir = tbtest::scratch("dist-rank1-fails");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  // Rank 1's weights cannot be written on its "node": a file size limit lets the checks at the
+  // start (one byte) through but not the weights (SIGXFSZ ignored: the write fails with EFBIG).
+  const int port = free_port();
+  const std::string args = " --config " + config + five_steps + " --out " + (dir / "r0.json").string() +
+                           " --save-weights " + (dir / "w{rank}.pt").string();
+  const auto r = tbtest::run_shell("(trap '' XFSZ; ulimit -f 1000; " + rank_env(1, 2, port) + "exec \"$TB\"" + args +
+                                   " > " + (dir / "rank1.log").string() + " 2>&1) & " + rank_env(0, 2, port) + "\"$TB\"" +
+                                   args + "; echo rc0=$?; wait $!; echo rc1=$?");
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc0=1") && Catch::Contains("rc1=1"));
+  CHECK(fs::exists(dir / "w0.pt"));
+  const auto report = tbtest::read_json(dir / "r0.json");
+  CHECK(report["status"] == "error");
+  CHECK(report["error"]["kind"] == "dist");
+  // Rank 1's own error, not the gather's.
+  CHECK_THAT(report["error"]["message"].get<std::string>(),
+             Catch::StartsWith(rank_at(1, {here(), here()}) + " failed: ") && Catch::Contains("w1.pt"));
+  // Both ranks' windows: 5 steps x 4 samples x 2 ranks.
+  const auto& d = report["results"]["distributed"];
+  CHECK(d["ranks_in_results"] == 2);
+  CHECK(report["results"]["repeats"][0]["samples"] == 40);
+  CHECK(tbtest::schema_errors(report).empty());
+}
+
+namespace {
+
+// `world` ranks on loopback measuring "forever"; once rank 0 has warmed up, rank 1 gets SIGKILL.
+// The output ends with "rc0=<rank 0's exit code>".
+tbtest::cli_result kill_rank1_of(int world, const fs::path& dir, const std::string& config) {
+  const int port = free_port();
+  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
+  const std::string log0 = (dir / "rank0.log").string();
+  std::string script;
+  for (int r = world - 1; r >= 1; --r)
+    script += rank_env(r, world, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p" + std::to_string(r) + "=$!; ";
+  script += rank_env(0, world, port) + "\"$TB\"" + args + " > " + log0 + " 2>&1 & p0=$!; ";
+  script += "i=0; until grep -q 'warmup:' " + log0 + " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; ";
+  script += "kill -9 $p1; wait $p0; echo rc0=$?; ";
+  for (int r = 2; r < world; ++r) script += "wait $p" + std::to_string(r) + "; echo rc" + std::to_string(r) + "=$?; ";
+  return tbtest::run_shell(script);
+}
+
+}  // namespace
+
+TEST_CASE("four ranks, one killed: rank 0 names it alone, not the healthy ranks still waiting on it") {
+  const auto dir = tbtest::scratch("dist-four-killed");
+  // A ring all-reduce fails at once only on the killed rank's neighbours; the others wait in it
+  // until they learn of the failure. The heartbeat's window and the timeout are far longer than
+  // anything here takes, so neither decides.
+  const std::string config =
+      tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 120, heartbeat_timeout_s: 120}\n");
+  const auto r = kill_rank1_of(4, dir, config);
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc0=1") && Catch::Contains("rc2=1") && Catch::Contains("rc3=1"));
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["status"] == "error");
+  const std::vector<rank_host> hosts(4, here());
+  const std::string message = report["error"]["message"].get<std::string>();
+  CHECK_THAT(message, Catch::Contains("; " + rank_at(1, hosts) + " did not report the failure"));
+  CHECK_THAT(message, !Catch::Contains(rank_at(2, hosts) + " did not") && !Catch::Contains(rank_at(3, hosts) + " did not") &&
+                          !Catch::Contains(rank_at(2, hosts) + ", ") && !Catch::Contains(rank_at(3, hosts) + ", "));
+  // The run failed before the ranks could gather: the results are rank 0's, and say so.
+  CHECK(report["results"]["distributed"]["ranks_in_results"] == 1);
+  CHECK_THAT(report["effective"]["notes"].dump(), Catch::Contains("could not be gathered"));
+}
+
+TEST_CASE("SIGTERM ends a rank blocked on a stopped peer at once: exit 130 and an interrupted report") {
+  const auto dir = tbtest::scratch("dist-sigterm-blocked");
+  // Neither the heartbeat nor the timeout may end the wait first.
+  const std::string config =
+      tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 600, heartbeat_timeout_s: 300}\n");
+  const int port = free_port();
+  const std::string args = " --config " + config + " --set measure.measured_batches=100000";
+  const std::string log0 = (dir / "rank0.log").string();
+  // Rank 1 stopped; rank 0 gets SIGTERM once every one of its threads sleeps (it waits on rank 1).
+  const auto r = tbtest::run_shell(
+      rank_env(1, 2, port) + "\"$TB\"" + args + " > /dev/null 2>&1 & p1=$!; " + rank_env(0, 2, port) + "\"$TB\"" +
+      args + " > " + log0 + " 2>&1 & p0=$!; i=0; until grep -q 'warmup:' " + log0 +
+      " || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done; kill -STOP $p1; "
+      "i=0; until ! cat /proc/$p0/task/*/stat | sed 's/.*) //' | cut -d' ' -f1 | grep -qv '^S$' || [ $i -ge 300 ]; "
+      "do sleep 0.1; "
+      "i=$((i+1)); done; kill -TERM $p0; start=$(date +%s%N); wait $p0; echo rc0=$? ms=$(( ($(date +%s%N) - start) / "
+      "1000000 )); kill -9 $p1; true");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("rc0=130"));
+  CHECK(seconds_in(r.output) < 120);  // far below the heartbeat's 300 s and the timeout's 600 s
+  const auto report = tbtest::read_json(dir / "tiny.json");
+  CHECK(report["status"] == "interrupted");
+  CHECK(report["results"]["distributed"]["ranks_in_results"] == 1);
+  CHECK(tbtest::schema_errors(report).empty());
+}
+
+TEST_CASE("a dist.timeout_s below a second is refused: rounded to 0 ms, c10d would wait forever") {
+  const auto dir = tbtest::scratch("dist-tiny-timeout");
+  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: gloo, timeout_s: 0.0004}\n");
+  // `timeout` ends a rank 0 that waits for rank 1 forever, with 124.
+  const auto r = tbtest::run_shell("timeout 60 env " + rank_env(0, 2, free_port()) + "\"$TB\" --config " + config);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("dist.timeout_s") && Catch::Contains("0.0004"));
+  CHECK_FALSE(fs::exists(dir / "tiny.json"));
+}
+
+TEST_CASE("a ladder under two ranks whose rank 0 cannot write its reports: every rank skips the same rungs") {
+  const auto dir = tbtest::scratch("dist-ladder-full");
+  const std::string first =
+      tbtest::tiny_profile(dir / "rungs", "dist: {backend: gloo, timeout_s: 60, heartbeat_timeout_s: 60}\n");
+  fs::rename(first, dir / "rungs/1-tiny.yaml");
+  tbtest::write_text(dir / "rungs/2-batch.yaml", "extends: 1-tiny.yaml\nname: tiny-batch\ntrain: {batch_size: 8}\n");
+  // Rank 0's "disk" takes the one-byte write checks before anything runs, not a report (a file
+  // size limit, SIGXFSZ ignored: writes fail with EFBIG). Rank 0 alone writes reports, so only
+  // its runs fail; rank 1's succeed. Had rank 1 gone on to the rungs' second round alone, each
+  // of its runs would wait dist.timeout_s for rank 0.
+  const int port = free_port();
+  const std::string args =
+      " ladder " + (dir / "rungs").string() + " --quiet --rounds 2 --out " + (dir / "out").string();
+  const auto r = tbtest::run_shell(rank_env(1, 2, port) + "\"$TB\"" + args + " > " + (dir / "rank1.log").string() +
+                                   " 2>&1 & p1=$!; (trap '' XFSZ; ulimit -f 4; " + rank_env(0, 2, port) + "exec \"$TB\"" +
+                                   args + "); echo rc0=$?; start=$(date +%s%N); wait $p1; echo rc1=$? ms=$(( ($(date "
+                                   "+%s%N) - start) / 1000000 ))");
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc0=1") && Catch::Contains("rc1=1"));
+  // Rank 1 did not wait for rank 0 in a rung rank 0 skipped. A full disk is the run's failure
+  // (exit 1), not bad input (exit 2), and rank 1 fails with it.
+  CHECK(seconds_in(r.output) < 60);
+}

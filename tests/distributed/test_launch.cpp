@@ -100,7 +100,7 @@ TEST_CASE("merging ranks: samples summed, the slowest rank's time") {
   r0.windows = {{100, 1.0, 100.0}, {100, 2.0, 50.0}};
   r1.windows = {{100, 2.0, 50.0}, {100, 1.0, 100.0}};
   r0.stages_s["allreduce"] = {0.1, 0.3, 0.2};
-  merge_ranks(r0, {pack_rank(r0, 2), pack_rank(r1, 2)}, 2);
+  merge_ranks(r0, {pack_rank(r0, 2), pack_rank(r1, 2)});
   REQUIRE(r0.windows.size() == 2);
   CHECK(r0.windows[0].samples == 200);
   CHECK(r0.windows[0].elapsed_s == 2.0);
@@ -118,7 +118,7 @@ TEST_CASE("merging ranks: a window one rank lacks is not reported") {
   run_result r1;
   r0.windows = {{100, 1.0, 100.0}, {100, 1.0, 100.0}};
   r1.windows = {{100, 1.0, 100.0}};
-  merge_ranks(r0, {pack_rank(r0, 2), pack_rank(r1, 2)}, 2);
+  merge_ranks(r0, {pack_rank(r0, 2), pack_rank(r1, 2)});
   CHECK(r0.windows.size() == 1);
 }
 

@@ -55,8 +55,13 @@ TEST_CASE("compute block: 3 x forward FLOPs x median samples/s, against the peak
 
   dist_result d;
   d.world = 2;
+  d.ranks_in_results = 2;  // the ranks' windows gathered: two devices' samples
   in.result.dist = d;
   CHECK(compute_block(in)["share_of_peak"].get<double>() == Approx(c["share_of_peak"].get<double>() / 2));
+  // Not gathered (a failed or interrupted run): one rank's windows against one device's peak.
+  in.result.dist->ranks_in_results = 1;
+  CHECK(compute_block(in)["share_of_peak"].get<double>() == Approx(c["share_of_peak"].get<double>()));
+  in.result.dist = d;
 
   in.effective.device = "cpu";
   in.effective.device_name = "cpu";

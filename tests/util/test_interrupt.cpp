@@ -43,3 +43,23 @@ TEST_CASE("SIGINT caught on another thread interrupts the main thread's run") {
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+// The first signal asks the run to stop where it can still write its report; a second one must
+// end a process that cannot get there (blocked on a lost peer, say) at once, as without a handler.
+TEST_CASE("a second SIGINT or SIGTERM ends the process at once") {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      install_interrupt_handler();
+      raise(sig);
+      if (!interrupt_requested()) _exit(3);
+      raise(sig);
+      _exit(0);  // reached only if the second signal was caught too
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+  }
+}

@@ -78,7 +78,7 @@ void clear_earlier_results(const std::vector<process_series>& series) {
   }
 }
 
-// Decided from exit codes, which every rank sees alike, so all ranks skip the same series.
+// Decided from the exit code the ranks agreed on (agreed_exit), so all ranks skip the same series.
 void record_exit(process_series& s, const child_exit& e, int processes, bool writer, int& code) {
   if (e.code == exit_code::ok) {
     ++s.done;
@@ -92,8 +92,23 @@ void record_exit(process_series& s, const child_exit& e, int processes, bool wri
                 " before writing its report";
 }
 
+// The outcome every rank takes for a process: its own when it failed or was interrupted, else
+// another rank's failure (exit 1: this rank's run went well, the job's did not). Only rank 0
+// writes reports, so a report it could not write fails its run alone; without agreeing, the ranks
+// would go on to run different processes, each waiting for the others in vain.
+child_exit agreed_exit(ladder_store& store, const std::string& step, const child_exit& mine) {
+  const int code = mine.interrupted ? exit_code::interrupted : mine.code;
+  const std::vector<int> all = store.agree(step, code);
+  if (code != exit_code::ok) return mine;
+  child_exit out = mine;
+  for (int other : all)
+    if (other == exit_code::interrupted) out.interrupted = true;
+    else if (other != exit_code::ok && out.code == exit_code::ok) out.code = exit_code::failed;
+  return out;
+}
+
 void run_rounds(std::vector<process_series>& series, const fresh_process_request& req, const held_signals& held,
-                bool writer, fresh_process_outcome& out) {
+                ladder_store& store, bool writer, fresh_process_outcome& out) {
   for (int round = 1; round <= req.processes && !out.interrupted; ++round) {
     for (std::size_t i : round_order(series.size(), round, req)) {
       process_series& s = series[i];
@@ -102,7 +117,9 @@ void run_rounds(std::vector<process_series>& series, const fresh_process_request
       if (!req.quiet)
         std::cout << "== " << s.stem << " (process " << round << "/" << req.processes << ")\n" << std::flush;
       set_store_prefix(round, i);
-      const child_exit e = run_self(run_arguments(s, req, round == req.processes), held);
+      const child_exit e =
+          agreed_exit(store, "round_" + std::to_string(round) + "/series_" + std::to_string(i),
+                      run_self(run_arguments(s, req, round == req.processes), held));
       if ((out.interrupted = e.interrupted || e.code == exit_code::interrupted)) break;
       record_exit(s, e, req.processes, writer, out.code);
     }
@@ -138,10 +155,10 @@ fresh_process_outcome run_fresh_processes(std::vector<process_series>& series, c
   const bool writer = launch.rank == 0;
   if (writer) clear_earlier_results(series);
   held_signals held;  // before the store's threads start, so they inherit it
-  const ladder_store store(launch);
+  ladder_store store(launch);
   fresh_process_outcome out;
   try {
-    run_rounds(series, req, held, writer, out);
+    run_rounds(series, req, held, store, writer, out);
   } catch (const std::exception& e) {
     // The run itself failed (a child could not start, the ranks' store timed out): the reports
     // it did not finish must not read as finished with fewer processes.

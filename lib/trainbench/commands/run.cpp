@@ -3,6 +3,7 @@
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/commands/common.hpp"
+#include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/report/pooling.hpp"
@@ -33,17 +34,54 @@ void describe_dist(const pipeline& pipe, const profile& p, const run_request& re
   d.hosts = pipe.group->hosts();  // known since the rendezvous: a failed run's report names them too
 }
 
-// Every rank sends its windows to every other; all end up with the job's figures.
-void gather_ranks(pipeline& pipe, run_result& r) {
-  // With noise-based stopping the count exceeds measure.repeats, but it is the same on every rank.
-  const int windows = static_cast<int>(r.windows.size());
-  const auto all = pipe.group->all_gather(pack_rank(r, windows));
-  merge_ranks(r, all, windows);
+// Every rank hands in its windows and how its run ended, failed or not, and all end up with the
+// job's figures; a rank whose own run went well fails when another's did, naming it and its
+// error. When the ranks cannot be gathered (a collective broke, a peer is lost, a signal), the
+// report keeps this rank's windows and says that they are one rank's (ranks_in_results).
+int gather_ranks(pipeline& pipe, report_input& in, int code) {
+  run_result& r = in.result;
   dist_result& d = *r.dist;
+  d.ranks_in_results = 1;
+  const auto note_one_rank = [&] {
+    in.effective.notes.push_back("the ranks' measurements could not be gathered: the results are rank " +
+                                 std::to_string(d.rank) + "'s alone (1 of " + std::to_string(d.world) + " ranks)");
+  };
+  rank_outcome mine{code != exit_code::ok, code != exit_code::ok ? in.error_message : "",
+                    pack_rank(r, static_cast<int>(r.windows.size()))};
+  std::vector<rank_outcome> all;
+  try {
+    all = pipe.group->exchange_outcomes(mine, pipe.group->links_intact());
+  } catch (...) {
+    note_one_rank();
+    if (code != exit_code::ok) return code;  // this rank's own error comes first
+    const int failed = record_failure(in);
+    r.stopped_by = in.status;
+    return failed;
+  }
+  if (all.empty()) {
+    note_one_rank();
+    return code;
+  }
+  std::vector<std::vector<double>> packed;
+  for (const auto& o : all) packed.push_back(o.packed);
+  merge_ranks(r, packed);
   if (d.baseline_samples_per_s && !r.windows.empty()) {
     std::vector<double> rates;
     for (const auto& w : r.windows) rates.push_back(w.samples_per_s);
     d.scaling_efficiency = summarize(rates).median / (d.world * *d.baseline_samples_per_s);
+  }
+  if (code != exit_code::ok) return code;
+  std::string others;
+  for (std::size_t rank = 0; rank < all.size(); ++rank)
+    if (all[rank].failed)
+      others += (others.empty() ? "" : "; ") + rank_at(static_cast<int>(rank), d.hosts) + " failed: " + all[rank].error;
+  if (others.empty()) return code;
+  try {
+    throw run_error("dist", others);
+  } catch (...) {
+    const int failed = record_failure(in);
+    r.stopped_by = in.status;
+    return failed;
   }
 }
 
@@ -156,11 +194,7 @@ int run_command(const run_request& req) {
     if (pipe->group) {
       in.result.dist.emplace();
       describe_dist(*pipe, p, req, baseline, *in.result.dist);
-      try {
-        if (code == exit_code::ok) gather_ranks(*pipe, in.result);
-      } catch (...) {
-        code = record_failure(in);
-      }
+      code = gather_ranks(*pipe, in, code);
     }
   }
   if (!pipe) record_process_cost(in.result, std::nullopt);

@@ -1,5 +1,6 @@
 #include "trainbench/config/profile_io.hpp"
 
+#include <cstdio>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -511,7 +512,12 @@ void validate(const reader& r, const profile& p) {
   require(p.measure.min_window_s >= 0 && p.measure.min_window_s <= 3600, "measure.min_window_s",
           "must be in [0, 3600] seconds (0: measure.measured_batches per window)");
   require(!p.report.path.empty(), "report.path", "must not be empty");
-  require(p.dist.timeout_s > 0, "dist.timeout_s", "must be > 0");
+  // Below a second the rendezvous store cannot even connect to itself (and c10d reads a timeout
+  // rounded down to 0 ms as none at all).
+  char timeout[32];
+  std::snprintf(timeout, sizeof timeout, "%g", p.dist.timeout_s);
+  require(p.dist.timeout_s >= 1, "dist.timeout_s",
+          std::string("must be >= 1 second (how long a rank waits for the others), got ") + timeout);
   require(p.dist.heartbeat_timeout_s == 0 || p.dist.heartbeat_timeout_s >= 0.5, "dist.heartbeat_timeout_s",
           "must be 0 (no heartbeat: only dist.timeout_s) or >= 0.5 seconds");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");

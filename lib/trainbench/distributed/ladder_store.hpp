@@ -2,6 +2,8 @@
 // Under torchrun or srun a ladder starts one run per rung and round on every rank; those runs
 // rendezvous through a store that outlives each of them (no torch here; c10d in the .cpp).
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "trainbench/distributed/launch.hpp"
 
@@ -11,14 +13,22 @@ class ladder_store {
  public:
   // On rank 0, serves the store at MASTER_ADDR:MASTER_PORT for the ladder's lifetime, unless
   // torchrun's agent serves one already; nothing on other ranks or without a launcher.
+  // Other ranks (and rank 0 under torchrun's agent store) connect to it, to agree on each run.
   explicit ladder_store(const launch_info& launch);
   ~ladder_store();
+
+  // Every rank posts how its run of `step` ended (an exit code) and gets every rank's, by rank,
+  // so that all ranks take the same decision about the next runs (a run that failed on one rank
+  // is not run again on any). Without a launcher: {code}. A rank that does not post within 5
+  // minutes fails the others with a run_error naming it.
+  std::vector<int> agree(const std::string& step, int code);
   ladder_store(const ladder_store&) = delete;
   ladder_store& operator=(const ladder_store&) = delete;
 
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
+  launch_info launch_;
 };
 
 }  // namespace trainbench

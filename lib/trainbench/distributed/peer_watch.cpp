@@ -13,6 +13,8 @@ namespace trainbench {
 using clock_type = std::chrono::steady_clock;
 
 std::string heartbeat_key(int rank) { return "trainbench/heartbeat/" + std::to_string(rank); }
+std::string failed_key(int rank) { return "trainbench/failed/" + std::to_string(rank); }
+std::string failures_key() { return "trainbench/failures"; }
 
 std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds lost_after) {
   return std::clamp(lost_after / 10, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
@@ -33,9 +35,12 @@ struct peer_watch::state {
   clock_type::time_point last_contact;        // the store last answered this rank
   std::vector<std::int64_t> counts;           // each rank's heartbeat count, as last read
   std::vector<clock_type::time_point> moved;  // when each count last changed
+  std::int64_t failures = 0;                  // failures_key, as last read
+  std::string failed;                         // what the ranks that failed posted
 
   void run();
   bool beat(std::vector<std::int64_t>& read) const;
+  void read_failures();
 };
 
 namespace {
@@ -70,6 +75,29 @@ bool peer_watch::state::beat(std::vector<std::int64_t>& read) const {
   }
 }
 
+// Only when the count moved: the peers' messages cost a trip per rank.
+void peer_watch::state::read_failures() {
+  std::int64_t now_failed = 0;
+  std::string text;
+  try {
+    now_failed = store->add(failures_key(), 0);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (now_failed == failures) return;
+    }
+    for (int r = 0; r < launch.world; ++r) {
+      if (r == launch.rank || !store->check({failed_key(r)})) continue;
+      const auto bytes = store->get(failed_key(r));
+      text += (text.empty() ? "" : "; ") + rank_at(r, settings.hosts) + " failed: " + std::string(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception&) {
+    return;  // the heartbeat's own calls say whether the store is gone
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  failures = now_failed;
+  failed = text;
+}
+
 // A store that failed once is gone (c10d's connection broke: the server closed it or the kernel
 // gave up on the link), so the watch stops beating and its silence becomes the verdict.
 void peer_watch::state::run() {
@@ -78,6 +106,7 @@ void peer_watch::state::run() {
   while (!stop) {
     lock.unlock();
     const bool answered = beat(read);
+    if (answered) read_failures();
     const auto now = clock_type::now();
     lock.lock();
     if (!answered) break;
@@ -125,6 +154,11 @@ peer_watch::~peer_watch() {
 }
 
 std::chrono::milliseconds peer_watch::interval() const { return state_->interval; }
+
+std::string peer_watch::failed_peers() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->failed;
+}
 
 std::optional<std::string> peer_watch::verdict() const {
   const state& s = *state_;

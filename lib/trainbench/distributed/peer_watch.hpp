@@ -28,6 +28,10 @@ struct peer_watch_settings {
 // The key holding a rank's heartbeat count. Each rank creates its own at the rendezvous, before
 // it announces itself, so every key exists once the watch starts.
 std::string heartbeat_key(int rank);
+// A rank whose run failed posts why under failed_key and counts up failures_key, so that ranks
+// still waiting on it in a collective give up at once, naming it and its error.
+std::string failed_key(int rank);
+std::string failures_key();
 
 // How often a watch with this window beats: a tenth of it, between 50 ms and 1 s.
 std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds lost_after);
@@ -42,6 +46,9 @@ class peer_watch {
   // Once a peer's count or the store has been silent for lost_after: who was lost (ranks and
   // hosts) and how. Empty while everyone answers.
   std::optional<std::string> verdict() const;
+  // Ranks that posted their failure, with what they posted ("rank 1 (host h, a) failed: ..."):
+  // read by the watch's thread, so asking costs the caller no trip to the store. Empty if none.
+  std::string failed_peers() const;
   std::chrono::milliseconds interval() const;
 
   struct state;

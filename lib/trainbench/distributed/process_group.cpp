@@ -11,7 +11,12 @@
 #include "trainbench/distributed/ladder_store.hpp"
 #include "trainbench/distributed/peer_watch.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/interrupt.hpp"
 #include "trainbench/util/log.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
 
 namespace trainbench {
 
@@ -28,11 +33,48 @@ std::string seconds(std::chrono::milliseconds t) {
   return buf;
 }
 
+using clock_type = std::chrono::steady_clock;
+
 std::string joined_key(int rank) { return "trainbench/joined/" + std::to_string(rank); }
 std::string host_key(int rank) { return "trainbench/host/" + std::to_string(rank); }
+std::string outcome_key(int rank) { return "trainbench/outcome/" + std::to_string(rank); }
 
+// Rounded up: c10d reads 0 ms as "no timeout", so 0.0004 s must not become 0.
 std::chrono::milliseconds milliseconds(double s) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+  return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(s * 1000))));
+}
+
+// Waits on the host end in slices this long, to check for a signal, a lost or failed peer.
+constexpr std::chrono::milliseconds slice_without_watch{200};
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+// "ok" or "failed", a line of numbers, then the error (which may hold newlines).
+std::string encode_outcome(const rank_outcome& o) {
+  std::string out = o.failed ? "failed\n" : "ok\n";
+  for (double v : o.packed) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g ", v);
+    out += buf;
+  }
+  return out + "\n" + o.error;
+}
+
+rank_outcome decode_outcome(const std::vector<std::uint8_t>& bytes) {
+  const std::string text(bytes.begin(), bytes.end());
+  const std::size_t first = text.find('\n'), second = text.find('\n', first + 1);
+  TB_ASSERT(first != std::string::npos && second != std::string::npos, "a rank posted a malformed outcome");
+  rank_outcome o;
+  o.failed = text.compare(0, first, "failed") == 0;
+  const std::string numbers = text.substr(first + 1, second - first - 1);
+  const char* p = numbers.c_str();
+  for (char* end = nullptr;; p = end) {
+    const double v = std::strtod(p, &end);
+    if (end == p) break;
+    o.packed.push_back(v);
+  }
+  o.error = text.substr(second + 1);
+  return o;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -160,10 +202,22 @@ void process_group::rendezvous(std::chrono::milliseconds timeout, const rank_hos
     const std::string record = host_record(mine);
     store.set(host_key(rank()), std::vector<std::uint8_t>(record.begin(), record.end()));
     store.set(joined_key(rank()), std::vector<std::uint8_t>{1});
-    store.wait(keys, timeout);
+    // In slices, so that Ctrl-C or torchrun's SIGTERM ends a rendezvous that waits for minutes.
+    const auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      try {
+        store.wait(keys, std::min(slice_without_watch, timeout));
+        break;
+      } catch (const c10::DistStoreError&) {
+        if (clock_type::now() >= deadline) throw;
+      }
+      throw_if_interrupted();
+    }
     for (const auto& value : store.multiGet(host_keys))
       hosts_.push_back(parse_host_record({value.begin(), value.end()}));
     return;
+  } catch (const interrupted_error&) {
+    throw;
   } catch (const std::exception& e) {
     std::vector<int> missing;
     try {
@@ -181,34 +235,138 @@ void process_group::rendezvous(std::chrono::milliseconds timeout, const rank_hos
   }
 }
 
-void process_group::wait(c10d::Work& work, const std::string& what) {
+namespace {
+
+// Whether `work` finished within `slice`. Gloo's wait(timeout) throws when the time is up, and
+// rethrows the collective's own error: only an unfinished work means "not yet". NCCL's
+// wait(timeout) aborts the communicator when the time is up, so NCCL's work is polled.
+bool finished_within(c10d::Work& work, std::chrono::milliseconds slice, bool gloo) {
+  if (gloo) {
+    try {
+      work.wait(slice);
+      return true;
+    } catch (const std::exception&) {
+      if (!work.isCompleted()) return false;
+      work.wait();  // rethrows the collective's error
+      return true;
+    }
+  }
+  const auto end = clock_type::now() + slice;
+  while (!work.isCompleted()) {
+    if (clock_type::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  work.wait();  // NCCL: rethrows the collective's error; orders the current stream after it
+  return true;
+}
+
+}  // namespace
+
+void process_group::wait(c10d::Work& work, const std::string& what, bool on_host) {
   try {
-    if (!watch_) {
-      work.wait();
+    if (!on_host && !host_blocking()) {
+      work.wait();  // NCCL's hot path: the stream waits, not the host
       return;
     }
-    // wait(timeout) throws when the time is up, and rethrows the collective's own error: only an
-    // unfinished work means "not yet".
-    for (;;) {
-      try {
-        work.wait(watch_->interval());
-        return;
-      } catch (const std::exception&) {
-        if (work.isCompleted()) {
-          work.wait();
-          return;
-        }
-      }
-      if (auto lost = watch_->verdict()) {
-        failed_ = true;
-        throw run_error("dist", who() + ": " + what + " was abandoned: " + *lost);
-      }
+    const auto slice = watch_ ? watch_->interval() : slice_without_watch;
+    const auto deadline = clock_type::now() + timeout_;
+    while (!finished_within(work, slice, host_blocking())) {
+      check_between_slices(what);
+      // Gloo ends its own work after dist.timeout_s; NCCL's is bounded here.
+      if (!host_blocking() && clock_type::now() >= deadline)
+        abandon(what, "it did not complete within dist.timeout_s = " + seconds(timeout_), false);
     }
   } catch (const run_error&) {
+    throw;
+  } catch (const interrupted_error&) {
     throw;
   } catch (const std::exception&) {
     fail(what);
   }
+}
+
+void process_group::check_between_slices(const std::string& what) {
+  if (interrupt_requested()) {
+    failed_ = true;  // the collective stays unfinished
+    throw interrupted_error();
+  }
+  if (!watch_) return;
+  if (auto lost = watch_->verdict()) abandon(what, *lost, true);
+  const std::string peers = watch_->failed_peers();
+  if (!peers.empty()) abandon(what, peers, false);
+}
+
+// `lost`: the heartbeat has lost a peer or the store, so the store is not asked who else is
+// silent (over a link that is down, a store call may not return for minutes).
+void process_group::abandon(const std::string& what, const std::string& why, bool lost) {
+  failed_ = true;
+  if (lost) store_lost_ = true;
+  std::string silent;
+  if (!lost) {
+    post_failure(what + " was abandoned: " + why);
+    silent = silent_ranks();
+  }
+  throw run_error("dist", who() + ": " + what + " was abandoned: " + why + silent);
+}
+
+void process_group::post_failure(const std::string& message) {
+  if (posted_failure_ || store_lost_ || world() < 2) return;
+  posted_failure_ = true;
+  try {
+    state_->store->set(failed_key(rank()), bytes_of(message));
+    state_->store->add(failures_key(), 1);
+  } catch (const std::exception&) {
+    store_lost_ = true;
+  }
+}
+
+std::vector<rank_outcome> process_group::exchange_outcomes(const rank_outcome& mine, bool wait_for_others) {
+  if (store_lost_) return {};
+  auto& store = *state_->store;
+  const std::string what = "gathering every rank's measurements";
+  try {
+    if (mine.failed) post_failure(mine.error);
+    store.set(outcome_key(rank()), bytes_of(encode_outcome(mine)));
+  } catch (const std::exception& e) {
+    store_lost_ = true;
+    throw run_error("dist", who() + ": " + what + " failed: the rendezvous store did not take this rank's: " +
+                                error_text(e));
+  }
+  if (!wait_for_others) return {};
+  const auto slice = watch_ ? watch_->interval() : slice_without_watch;
+  const auto deadline = clock_type::now() + timeout_;
+  for (int r = 0; r < world(); ++r) {
+    if (r == rank()) continue;
+    for (;;) {
+      try {
+        store.wait({outcome_key(r)}, slice);
+        break;
+      } catch (const c10::DistStoreError&) {  // not there yet
+      } catch (const std::exception& e) {
+        store_lost_ = true;
+        throw run_error("dist", who() + ": " + what + " failed: " + error_text(e));
+      }
+      throw_if_interrupted();  // a peer that cannot stop in time must not keep this one's report
+      if (watch_)
+        if (auto lost = watch_->verdict()) {
+          store_lost_ = true;
+          throw run_error("dist", who() + ": " + what + " was abandoned: " + *lost);
+        }
+      if (clock_type::now() >= deadline)
+        throw run_error("dist", who() + ": " + what + " failed: " + rank_at(r, hosts_) +
+                                    " did not hand in its measurements within dist.timeout_s = " + seconds(timeout_));
+    }
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < world(); ++r) keys.push_back(outcome_key(r));
+  std::vector<rank_outcome> out;
+  try {
+    for (const auto& value : store.multiGet(keys)) out.push_back(decode_outcome(value));
+  } catch (const std::exception& e) {
+    store_lost_ = true;
+    throw run_error("dist", who() + ": " + what + " failed: " + error_text(e));
+  }
+  return out;
 }
 
 void process_group::broadcast_from_rank0(std::vector<at::Tensor>& tensors) {
@@ -236,7 +394,7 @@ void process_group::barrier() {
   } catch (const std::exception&) {
     fail("the barrier that aligns the measured windows");
   }
-  wait(*work, "the barrier that aligns the measured windows");
+  wait(*work, "the barrier that aligns the measured windows", true);
 }
 
 std::vector<std::vector<double>> process_group::all_gather(const std::vector<double>& mine) {
@@ -250,9 +408,9 @@ std::vector<std::vector<double>> process_group::all_gather(const std::vector<dou
   try {
     work = state_->backend->allgather(outputs, inputs);
   } catch (const std::exception&) {
-    fail("gathering every rank's measurements");
+    fail("gathering values from every rank");
   }
-  wait(*work, "gathering every rank's measurements");
+  wait(*work, "gathering values from every rank", true);
   std::vector<std::vector<double>> out;
   for (auto& t : outputs[0]) {
     at::Tensor host = t.cpu().contiguous();
@@ -271,7 +429,12 @@ void process_group::fail(const std::string& what) {
   failed_ = true;
   // The heartbeat, when it has lost someone already, says who; else ask the store who is silent.
   const auto lost = watch_ ? watch_->verdict() : std::nullopt;
-  throw run_error("dist", who() + ": " + what + " failed: " + reason + (lost ? "; " + *lost : silent_ranks()));
+  if (lost) {
+    store_lost_ = true;
+    throw run_error("dist", who() + ": " + what + " failed: " + reason + "; " + *lost);
+  }
+  post_failure(what + " failed: " + reason);
+  throw run_error("dist", who() + ": " + what + " failed: " + reason + silent_ranks());
 }
 
 // A collective fails on every surviving rank, so each posts a key in the store and looks for the
@@ -282,14 +445,14 @@ std::string process_group::silent_ranks() {
   const auto window = std::min(timeout_, std::chrono::milliseconds(5000));
   const auto deadline = std::chrono::steady_clock::now() + window;
   std::string silent;
+  if (store_lost_) return "";
   try {
-    store.set("trainbench/failed/" + std::to_string(rank()), std::vector<std::uint8_t>{1});
     for (int r = 0; r < world(); ++r) {
       if (r == rank()) continue;
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       try {
-        store.wait({"trainbench/failed/" + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
+        store.wait({failed_key(r)}, std::max(left, std::chrono::milliseconds(1)));
       } catch (const c10::DistStoreError&) {
         silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
       }
@@ -304,14 +467,53 @@ std::string process_group::silent_ranks() {
 
 struct ladder_store::impl {
   c10::intrusive_ptr<c10d::Store> store;
+  std::string prefix;
 };
 
-ladder_store::ladder_store(const launch_info& launch) {
-  if (launch.launcher == "none" || launch.agent_store || launch.rank != 0) return;
+namespace {
+constexpr std::chrono::minutes ladder_timeout{5};
+}
+
+ladder_store::ladder_store(const launch_info& launch) : launch_(launch) {
+  if (launch.launcher == "none") return;
   launch_info server = launch;
-  server.store_prefix.clear();  // this process serves; its runs connect
+  server.store_prefix.clear();  // rank 0 serves (unless torchrun's agent does); its runs connect
   impl_ = std::make_unique<impl>();
-  impl_->store = open_tcp_store(server, std::chrono::minutes(5));
+  impl_->store = open_tcp_store(server, ladder_timeout);
+  // torchrun's agent store keeps an earlier attempt's keys: each attempt agrees under its own.
+  const std::string base = launch.agent_store ? "/worker/trainbench/ladder" : "trainbench/ladder";
+  try {
+    impl_->prefix = base + "/attempt_" +
+                    std::to_string(impl_->store->add(base + "/starts/" + std::to_string(launch.rank), 1)) + "/";
+  } catch (const std::exception& e) {
+    throw run_error("dist", "rank " + std::to_string(launch.rank) + " could not use the rendezvous store at " +
+                                launch.master_addr + ":" + std::to_string(launch.master_port) + ": " + error_text(e));
+  }
+}
+
+std::vector<int> ladder_store::agree(const std::string& step, int code) {
+  if (!impl_) return {code};
+  auto& store = *impl_->store;
+  const auto key = [&](int rank) { return impl_->prefix + step + "/exit/" + std::to_string(rank); };
+  std::vector<std::string> keys;
+  for (int r = 0; r < launch_.world; ++r) keys.push_back(key(r));
+  std::vector<int> out;
+  try {
+    store.set(key(launch_.rank), bytes_of(std::to_string(code)));
+    store.wait(keys, ladder_timeout);
+    for (const auto& value : store.multiGet(keys)) out.push_back(std::stoi(std::string(value.begin(), value.end())));
+  } catch (const std::exception& e) {
+    std::string missing;
+    try {
+      for (int r = 0; r < launch_.world; ++r)
+        if (!store.check({key(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    } catch (const std::exception&) {
+    }
+    throw run_error("dist", "rank " + std::to_string(launch_.rank) + ": the ranks could not agree on how " + step +
+                                " ended" + (missing.empty() ? "" : " (rank(s) " + missing + " did not say)") + ": " +
+                                error_text(e));
+  }
+  return out;
 }
 
 ladder_store::~ladder_store() = default;

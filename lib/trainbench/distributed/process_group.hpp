@@ -21,6 +21,15 @@ namespace trainbench {
 struct process_group_state;  // c10d objects, see distributed/c10d_state.hpp
 class peer_watch;
 
+// How one rank's run ended, as every rank hands it in at the end: whether it failed and why, and
+// its measurements (rank_merge.hpp's pack_rank; ranks may have measured different numbers of
+// windows when one failed).
+struct rank_outcome {
+  bool failed = false;
+  std::string error;
+  std::vector<double> packed;
+};
+
 class process_group {
  public:
   // Joins the job: every rank must arrive within dist.timeout_s, or a run_error names the missing
@@ -41,13 +50,26 @@ class process_group {
   const std::vector<rank_host>& hosts() const { return hosts_; }
 
   void broadcast_from_rank0(std::vector<at::Tensor>& tensors);
+  // Both wait on the host, on every backend, at most dist.timeout_s (a run_error after it).
   void barrier();
   // Every rank passes the same number of values; each rank gets all ranks' values, by rank.
   std::vector<std::vector<double>> all_gather(const std::vector<double>& mine);
 
-  // Waits for a collective: at once where wait() does not block the host (NCCL); on Gloo in
-  // slices of one heartbeat, giving up with a run_error as soon as the heartbeat has lost a peer.
-  void wait(c10d::Work& work, const std::string& what);
+  // The end of a run, failed or not: every rank posts its outcome in the store (no collective,
+  // so a rank that failed between two collectives still meets the others) and, unless
+  // `wait_for_others` is false, reads every rank's, by rank. Bounded by dist.timeout_s and the
+  // heartbeat; a run_error names the ranks that never handed theirs in.
+  std::vector<rank_outcome> exchange_outcomes(const rank_outcome& mine, bool wait_for_others);
+  // Whether this rank's collectives still work: false once one failed or was abandoned (its
+  // outcome can then still be posted, but is not waited for: the others may be gone).
+  bool links_intact() const { return !failed_; }
+
+  // Waits for a collective. `on_host`: the host waits for the data (a barrier, a gather), bounded
+  // by dist.timeout_s on every backend; else at once where wait() does not block the host (NCCL's
+  // hot path). Waits that block the host do it in slices, and between slices end with
+  // interrupted_error on SIGINT/SIGTERM and with a run_error as soon as the heartbeat has lost a
+  // peer or another rank has posted its failure.
+  void wait(c10d::Work& work, const std::string& what, bool on_host = false);
 
   // Rethrows the exception in flight as a run_error that says what failed and which ranks
   // stopped answering.
@@ -57,6 +79,11 @@ class process_group {
 
  private:
   void rendezvous(std::chrono::milliseconds timeout, const rank_host& mine);
+  // Checks, between two slices of a wait: a signal, a lost peer, a peer's posted failure.
+  void check_between_slices(const std::string& what);
+  [[noreturn]] void abandon(const std::string& what, const std::string& why, bool lost);
+  void post_failure(const std::string& message);
+  std::string failed_peers();  // "rank 2 (host ...) failed: ..." for each rank that posted a failure
   std::string silent_ranks();
   std::string who() const;  // "rank 0 of 2 (host node7, 10.0.0.1)"
   launch_info launch_;
@@ -64,7 +91,9 @@ class process_group {
   c10::Device device_;
   std::chrono::milliseconds timeout_;
   std::vector<rank_host> hosts_;
-  bool failed_ = false;
+  bool failed_ = false;  // a collective of the backend was left unfinished
+  bool store_lost_ = false;  // the store is gone, or its link (the main thread leaves it alone)
+  bool posted_failure_ = false;
   std::unique_ptr<process_group_state> state_;
   std::unique_ptr<peer_watch> watch_;
 };

@@ -28,12 +28,15 @@ std::vector<double> pack_rank(const run_result& r, int repeats) {
   return out;
 }
 
-void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& packed, int repeats) {
+void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& packed) {
   dist_result& d = *rank0.dist;
   d.ranks.clear();
+  int most = 0;
   for (std::size_t r = 0; r < packed.size(); ++r) {
     const auto& v = packed[r];
-    TB_ASSERT(v.size() == static_cast<std::size_t>(2 * repeats + 1), "ranks packed different lengths");
+    TB_ASSERT(v.size() % 2 == 1, "a rank packed a window without its time");
+    const int repeats = static_cast<int>(v.size() / 2);
+    most = std::max(most, repeats);
     rank_result rr;
     rr.rank = static_cast<int>(r);
     for (int w = 0; w < repeats; ++w) {
@@ -45,7 +48,7 @@ void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& pack
     d.ranks.push_back(std::move(rr));
   }
   std::vector<window_result> global;
-  for (int w = 0; w < repeats; ++w) {
+  for (int w = 0; w < most; ++w) {
     window_result g;
     bool complete = true;
     for (const auto& rr : d.ranks) {
@@ -59,6 +62,7 @@ void merge_ranks(run_result& rank0, const std::vector<std::vector<double>>& pack
     global.push_back(g);
   }
   rank0.windows = std::move(global);
+  d.ranks_in_results = d.world;
 }
 
 namespace {

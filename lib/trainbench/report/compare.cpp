@@ -197,9 +197,12 @@ std::string measurement_of(const json& report) {
   return model.is_object() && model.value("parameters", 1) == 0 ? "bench-data" : "run";
 }
 
+// The ranks whose samples the report's windows hold: a data-parallel run whose ranks could not
+// be gathered (it failed or was interrupted) measured one rank, whatever its world size.
 int world_size_of(const json& report) {
   const json& d = report.at("results").value("distributed", json(nullptr));
-  return d.is_object() ? d.value("world_size", 1) : 1;
+  if (!d.is_object()) return 1;
+  return d.value("ranks_in_results", d.value("world_size", 1));
 }
 
 comparison compare_reports(const std::vector<json>& base_reports, const std::vector<json>& candidate_reports,

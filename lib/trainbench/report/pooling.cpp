@@ -56,6 +56,7 @@ json dist_json(const dist_result& d) {
           {"bucket_cap_mb", d.bucket_cap_mb},
           {"bucket_bytes", d.bucket_bytes},
           {"ranks", ranks},
+          {"ranks_in_results", d.ranks_in_results},
           {"baseline_report", opt(d.baseline_report)},
           {"baseline_samples_per_s", opt(d.baseline_samples_per_s)},
           {"scaling_efficiency", opt(d.scaling_efficiency)}};
@@ -74,6 +75,7 @@ dist_result dist_from(const json& j) {
   for (const auto& r : j.at("ranks"))
     d.ranks.push_back({r.at("rank").get<int>(), windows_from(r.at("windows")), opt_from<double>(r, "allreduce")});
   for (const auto& h : j.at("hosts")) d.hosts.push_back({h.at(0).get<std::string>(), h.at(1).get<std::string>()});
+  d.ranks_in_results = j.value("ranks_in_results", d.world);
   d.baseline_report = opt_from<std::string>(j, "baseline_report");
   d.baseline_samples_per_s = opt_from<double>(j, "baseline_samples_per_s");
   d.scaling_efficiency = opt_from<double>(j, "scaling_efficiency");
@@ -300,8 +302,12 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
     append(out.allreduce_span_s, r.allreduce_span_s);
     append(out.allreduce_launched_in_backward, r.allreduce_launched_in_backward);
     if (r.dist) {
-      if (!out.dist) out.dist.emplace();
+      const bool first = !out.dist;
+      if (first) out.dist.emplace();
+      const int gathered = first ? r.dist->ranks_in_results : std::min(out.dist->ranks_in_results, r.dist->ranks_in_results);
       pool_dist(*out.dist, *r.dist, process, allreduce_medians);
+      // A process whose ranks could not be gathered holds one rank's windows: the pool says so.
+      out.dist->ranks_in_results = gathered;
     }
     if (r.loader) pool_loader(out.loader, *r.loader);
     if (r.device_decode) pool_device_decode(out.device_decode, *r.device_decode);

@@ -110,6 +110,7 @@ json dist_json(const dist_result& d, const run_result& r) {
           {"allreduce_span_s_median", span},
           {"buckets_launched_in_backward", launched},
           {"ranks", ranks},
+          {"ranks_in_results", d.ranks_in_results},
           {"baseline_report", opt(d.baseline_report)},
           {"baseline_samples_per_s", opt(d.baseline_samples_per_s)},
           {"scaling_efficiency", opt(d.scaling_efficiency)}};
@@ -285,7 +286,8 @@ json compute_json(const report_input& in, const std::optional<double>& forward) 
   for (const auto& w : in.result.windows) rates.push_back(w.samples_per_s);
   const double train = 3 * *forward;
   const double achieved = train * summarize(rates).median;
-  const int devices = in.result.dist ? in.result.dist->world : 1;
+  // The devices whose samples the windows hold: one when the ranks could not be gathered.
+  const int devices = in.result.dist ? in.result.dist->ranks_in_results : 1;
   std::optional<gpu_peak> peak;
   if (in.effective.device.rfind("cuda", 0) == 0) peak = dense_tensor_peak(in.effective.device_name);
   return {{"train_flops_per_sample", train},

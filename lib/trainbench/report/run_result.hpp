@@ -58,6 +58,9 @@ struct dist_result {
   std::vector<std::int64_t> bucket_bytes;
   std::vector<rank_result> ranks;
   std::vector<rank_host> hosts;  // by rank; known from the rendezvous on, so a failed run has them too
+  // How many ranks' samples the result's windows sum: world once the ranks' measurements were
+  // gathered, 1 (this rank's own) when they could not be.
+  int ranks_in_results = 1;
   std::optional<std::string> baseline_report;
   std::optional<double> baseline_samples_per_s, scaling_efficiency;
 };

@@ -14,26 +14,52 @@
 
 namespace trainbench {
 
+namespace {
+
+// A file system that is full (or a quota, or a size limit, or a failing disk) is the run's
+// failure, exit 1; a path that cannot be written (permissions, a missing folder) is bad input,
+// exit 2, and is normally found before anything runs (check_writable_file).
+[[noreturn]] void write_failed(const std::string& what, int error) {
+  const std::string message = what + ": " + std::strerror(error);
+  if (error == ENOSPC || error == EDQUOT || error == EFBIG || error == EIO) throw run_error("io", message);
+  throw input_error(message);
+}
+
+bool write_all(int fd, const std::string& content) {
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 void write_file_atomic(const std::filesystem::path& path, const std::string& content) {
   namespace fs = std::filesystem;
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   fs::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw input_error("cannot write '" + tmp.string() + "'");
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw input_error("failed writing '" + tmp.string() + "'");
-    }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) write_failed("cannot write '" + tmp.string() + "'", errno);
+  const bool written = write_all(fd, content);
+  const int write_errno = errno;
+  const bool closed = ::close(fd) == 0;  // NFS reports a full disk here
+  const int close_errno = errno;
+  if (!written || !closed) {
+    std::remove(tmp.c_str());
+    write_failed("failed writing '" + tmp.string() + "'", !written ? write_errno : close_errno);
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw input_error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
+    write_failed("cannot rename '" + tmp.string() + "' to '" + path.string() + "'", ec.value());
   }
 }
 

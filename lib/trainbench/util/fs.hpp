@@ -5,7 +5,8 @@
 namespace trainbench {
 
 // Write through a temporary file in the same folder and rename it into place, so a reader
-// (or a crash) never sees half a file. Creates missing parent folders.
+// (or a crash) never sees half a file. Creates missing parent folders. A full file system (or
+// quota, size limit, I/O error) throws run_error (exit 1); any other failure input_error.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 std::string read_text_file(const std::filesystem::path& path);
 // Before anything runs: throws input_error (exit 2) when files could not be written into this
