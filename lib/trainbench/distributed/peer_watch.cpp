@@ -155,6 +155,12 @@ peer_watch::~peer_watch() {
 
 std::chrono::milliseconds peer_watch::interval() const { return state_->interval; }
 
+std::int64_t peer_watch::beats(int rank) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto r = static_cast<std::size_t>(rank);
+  return r < state_->counts.size() ? state_->counts[r] : 0;
+}
+
 std::string peer_watch::failed_peers() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->failed;

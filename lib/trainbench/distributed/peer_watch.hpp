@@ -8,6 +8,7 @@
 // Waits on collectives ask for the verdict between slices of one beat (process_group::wait).
 // No torch in this header; c10d in the .cpp.
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ class peer_watch {
   // read by the watch's thread, so asking costs the caller no trip to the store. Empty if none.
   std::string failed_peers() const;
   std::chrono::milliseconds interval() const;
+  // `rank`'s heartbeat count as last read. A count that rises twice or more over a span shows a
+  // live process (its training thread may still be blocked in a collective, not yet knowing of a
+  // failure); a dead one's can rise once at most, by a last beat read late.
+  std::int64_t beats(int rank) const;
 
   struct state;
 

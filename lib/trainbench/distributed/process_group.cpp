@@ -438,12 +438,20 @@ void process_group::fail(const std::string& what) {
 }
 
 // A collective fails on every surviving rank, so each posts a key in the store and looks for the
-// others' keys: ranks whose key never appears stopped (or hang). Without the store, rank 0 is gone.
+// others' keys: ranks whose key never appears stopped (or hang). A rank far from the failure in a
+// ring learns of it later, through the heartbeat, and on a loaded machine may post after the
+// window: one whose heartbeat rose twice in the window is alive, and not named. Without the store,
+// rank 0 is gone.
 std::string process_group::silent_ranks() {
   if (world() < 2) return "";
   auto& store = *state_->store;
   const auto window = std::min(timeout_, std::chrono::milliseconds(5000));
   const auto deadline = std::chrono::steady_clock::now() + window;
+  std::vector<std::int64_t> beats_at_start;
+  for (int r = 0; r < world() && watch_; ++r) beats_at_start.push_back(watch_->beats(r));
+  const auto alive = [&](int r) {
+    return watch_ && watch_->beats(r) >= beats_at_start[static_cast<std::size_t>(r)] + 2;
+  };
   std::string silent;
   if (store_lost_) return "";
   try {
@@ -454,7 +462,7 @@ std::string process_group::silent_ranks() {
       try {
         store.wait({failed_key(r)}, std::max(left, std::chrono::milliseconds(1)));
       } catch (const c10::DistStoreError&) {
-        silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
+        if (!alive(r)) silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
       }
     }
   } catch (const std::exception&) {
