@@ -70,9 +70,20 @@ def first_include(path):
     return None
 
 
-def uses_torch(path):
+def uses_torch(path, seen=None):
+    """Whether the header includes LibTorch, itself or through the project's own headers (a
+    header reaching ATen only through util/torch_compat.hpp needs LibTorch's paths as well)."""
+    seen = set() if seen is None else seen
+    if path in seen or not os.path.exists(path):
+        return False
+    seen.add(path)
     with open(path) as f:
-        return re.search(r'^\s*#\s*include\s*<(ATen|c10|torch)/', f.read(), re.M) is not None
+        text = f.read()
+    if re.search(r'^\s*#\s*include\s*<(ATen|c10|torch)/', text, re.M):
+        return True
+    lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib")
+    return any(uses_torch(os.path.normpath(os.path.join(lib, inc)), seen)
+               for inc in re.findall(r'^\s*#\s*include\s*"(trainbench/[^"]+)"', text, re.M))
 
 
 def header_jobs(entries, root, scratch):
