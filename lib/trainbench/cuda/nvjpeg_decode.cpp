@@ -190,7 +190,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       c10::cuda::CUDAGuard guard(device_);
       c10::cuda::device_synchronize();
     } catch (const std::exception& e) {
-      log_warn(std::string("nvjpeg: waiting for the decode stream at shutdown failed: ") + e.what());
+      log_warn(std::string("nvjpeg: waiting for the device at shutdown failed: ") + e.what());
     }
   }
 
