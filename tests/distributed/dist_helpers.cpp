@@ -36,8 +36,10 @@ std::string rank_env(int rank, int world, int port) {
 
 cli_result two_ranks(const std::string& args0, const std::string& args1) {
   const int port = free_port();
-  return run_shell(rank_env(1, 2, port) + "\"$TB\"" + args1 + " > /dev/null 2>&1 & " + rank_env(0, 2, port) +
-                   "\"$TB\"" + args0 + "; echo rc0=$?; wait $!; echo rc1=$?");
+  // Rank 1's output follows the exit codes, so a failing test shows why either rank failed.
+  return run_shell("log1=$(mktemp); " + rank_env(1, 2, port) + "\"$TB\"" + args1 + " > $log1 2>&1 & " +
+                   rank_env(0, 2, port) + "\"$TB\"" + args0 +
+                   "; echo rc0=$?; wait $!; echo rc1=$?; echo '--- rank 1:'; cat $log1; rm -f $log1");
 }
 
 std::string python() {

@@ -168,6 +168,7 @@ fresh_process_outcome run_fresh_processes(std::vector<process_series>& series, c
   }
   if (out.interrupted && writer)
     for (const auto& s : series) mark_unfinished(s, req.processes, std::nullopt);
+  if (!out.interrupted) store.finish();  // an interrupted ladder leaves at once
   return out;
 }
 

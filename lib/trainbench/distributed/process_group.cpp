@@ -524,6 +524,22 @@ std::vector<int> ladder_store::agree(const std::string& step, int code) {
   return out;
 }
 
+void ladder_store::finish() {
+  if (!impl_) return;
+  auto& store = *impl_->store;
+  const auto left = [&](int rank) { return impl_->prefix + "left/" + std::to_string(rank); };
+  try {
+    store.set(left(launch_.rank), bytes_of("1"));
+    if (launch_.rank != 0 || launch_.agent_store) return;  // torchrun's agent outlives the ranks
+    std::vector<std::string> keys;
+    for (int r = 1; r < launch_.world; ++r) keys.push_back(left(r));
+    store.wait(keys, std::chrono::minutes(1));
+  } catch (const std::exception& e) {
+    log_warn("rank " + std::to_string(launch_.rank) + ": not every rank said it was done with the ladder's store (" +
+             error_text(e) + "); a rank still reading it when this one exits may fail");
+  }
+}
+
 ladder_store::~ladder_store() = default;
 
 }  // namespace trainbench
