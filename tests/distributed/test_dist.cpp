@@ -245,19 +245,35 @@ TEST_CASE("a ladder's rank 0 serves the store until every rank is done with it")
   launch_info l1 = l0;
   l1.rank = l1.local_rank = 1;
   std::atomic<bool> rank0_done{false};
+  std::string rank0_error;
   std::thread rank0([&] {
-    ladder_store store(l0);
-    store.agree("last", 0);
-    store.finish();
+    try {
+      ladder_store store(l0);
+      store.agree("last", 0);
+      store.finish(false);
+    } catch (const std::exception& e) {
+      rank0_error = e.what();
+    }
     rank0_done = true;
   });
-  ladder_store store(l1);
-  CHECK(store.agree("last", 0) == std::vector<int>{0, 0});
-  // Rank 0 is past its last agreement; give it time to leave, were it to leave early.
-  for (int i = 0; i < 30 && !rank0_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  CHECK_FALSE(rank0_done);
-  store.finish();
+  std::vector<int> agreed;
+  std::string rank1_error;
+  bool rank0_left_early = false;
+  try {
+    ladder_store store(l1);
+    agreed = store.agree("last", 0);
+    // Rank 0 is past its last agreement; give it time to leave, were it to leave early.
+    for (int i = 0; i < 30 && !rank0_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rank0_left_early = rank0_done;
+    store.finish(false);
+  } catch (const std::exception& e) {
+    rank1_error = e.what();
+  }
   rank0.join();
+  CHECK(rank0_error.empty());
+  CHECK(rank1_error.empty());
+  CHECK(agreed == std::vector<int>{0, 0});
+  CHECK_FALSE(rank0_left_early);
   CHECK(rank0_done);
 }
 

@@ -93,17 +93,17 @@ void record_exit(process_series& s, const child_exit& e, int processes, bool wri
 }
 
 // The outcome every rank takes for a process: its own when it failed or was interrupted, else
-// another rank's failure (exit 1: this rank's run went well, the job's did not). Only rank 0
-// writes reports, so a report it could not write fails its run alone; without agreeing, the ranks
-// would go on to run different processes, each waiting for the others in vain.
+// another rank's failure (exit 1: this rank's run went well, the job's did not). Any rank's
+// interruption stops every rank, a failed one too. Only rank 0 writes reports, so a report it
+// could not write fails its run alone; without agreeing, the ranks would go on to run different
+// processes, each waiting for the others in vain.
 child_exit agreed_exit(ladder_store& store, const std::string& step, const child_exit& mine) {
   const int code = mine.interrupted ? exit_code::interrupted : mine.code;
   const std::vector<int> all = store.agree(step, code);
-  if (code != exit_code::ok) return mine;
   child_exit out = mine;
   for (int other : all)
     if (other == exit_code::interrupted) out.interrupted = true;
-    else if (other != exit_code::ok && out.code == exit_code::ok) out.code = exit_code::failed;
+    else if (other != exit_code::ok && code == exit_code::ok) out.code = exit_code::failed;
   return out;
 }
 
@@ -117,11 +117,13 @@ void run_rounds(std::vector<process_series>& series, const fresh_process_request
       if (!req.quiet)
         std::cout << "== " << s.stem << " (process " << round << "/" << req.processes << ")\n" << std::flush;
       set_store_prefix(round, i);
-      const child_exit e =
-          agreed_exit(store, "round_" + std::to_string(round) + "/series_" + std::to_string(i),
-                      run_self(run_arguments(s, req, round == req.processes), held));
-      if ((out.interrupted = e.interrupted || e.code == exit_code::interrupted)) break;
-      record_exit(s, e, req.processes, writer, out.code);
+      const child_exit mine = run_self(run_arguments(s, req, round == req.processes), held);
+      const child_exit e = agreed_exit(store, "round_" + std::to_string(round) + "/series_" + std::to_string(i), mine);
+      out.interrupted = e.interrupted || e.code == exit_code::interrupted;
+      // This rank's own failure is recorded even when another rank's interruption stops the ladder.
+      const bool failed_here = !mine.interrupted && mine.code != exit_code::ok && mine.code != exit_code::interrupted;
+      if (!out.interrupted || failed_here) record_exit(s, e, req.processes, writer, out.code);
+      if (out.interrupted) break;
     }
   }
 }
@@ -168,7 +170,7 @@ fresh_process_outcome run_fresh_processes(std::vector<process_series>& series, c
   }
   if (out.interrupted && writer)
     for (const auto& s : series) mark_unfinished(s, req.processes, std::nullopt);
-  if (!out.interrupted) store.finish();  // an interrupted ladder leaves at once
+  store.finish(out.interrupted);
   return out;
 }
 

@@ -22,11 +22,12 @@ class ladder_store {
   // is not run again on any). Without a launcher: {code}. A rank that does not post within 5
   // minutes fails the others with a run_error naming it.
   std::vector<int> agree(const std::string& step, int code);
-  // Called once the ladder is done with the store. Every rank says it has left; rank 0, when it
-  // serves the store, waits (at most a minute) until all have, because a rank may still be
-  // reading the last agreement when rank 0 is through with it, and a store that closes under
-  // that read fails a rank whose runs all went well. Never throws: the results are complete.
-  void finish();
+  // Called once the ladder is done with the store, interrupted or not. Every rank says it has
+  // left; rank 0, when it serves the store, waits until all have (at most a minute, or 5 s when
+  // interrupted), because a rank may still be reading the last agreement when rank 0 is through
+  // with it, and a store that closes under that read fails a rank whose runs all went well.
+  // Never throws: the results are complete.
+  void finish(bool interrupted);
   ladder_store(const ladder_store&) = delete;
   ladder_store& operator=(const ladder_store&) = delete;
 

@@ -524,7 +524,7 @@ std::vector<int> ladder_store::agree(const std::string& step, int code) {
   return out;
 }
 
-void ladder_store::finish() {
+void ladder_store::finish(bool interrupted) {
   if (!impl_) return;
   auto& store = *impl_->store;
   const auto left = [&](int rank) { return impl_->prefix + "left/" + std::to_string(rank); };
@@ -533,7 +533,7 @@ void ladder_store::finish() {
     if (launch_.rank != 0 || launch_.agent_store) return;  // torchrun's agent outlives the ranks
     std::vector<std::string> keys;
     for (int r = 1; r < launch_.world; ++r) keys.push_back(left(r));
-    store.wait(keys, std::chrono::minutes(1));
+    if (!keys.empty()) store.wait(keys, interrupted ? std::chrono::seconds(5) : std::chrono::seconds(60));
   } catch (const std::exception& e) {
     log_warn("rank " + std::to_string(launch_.rank) + ": not every rank said it was done with the ladder's store (" +
              error_text(e) + "); a rank still reading it when this one exits may fail");
