@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
+#include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
@@ -233,11 +234,7 @@ TEST_CASE("graph capture starts from an emptied cache: no second copy of the war
 
 TEST_CASE("batch_size: auto starts from the profile's seed: first loss as with the found size given", "[gpu]") {
   require_cuda();
-  const std::string yaml =
-      "name: auto-seed\ndevice: cuda\nseed: 7\nmodel: {arch: resnet18}\n"
-      "data: {source: device-synthetic, image_size: 224}\ntrain: {batch_size: auto}\n"
-      "backend: {cudnn_benchmark: false, tf32: false}\n"
-      "measure: {warmup_batches: 1, measured_batches: 1, repeats: 1, nvtx: off}\n";
+  const std::string yaml = tbgpu::auto_seed_profile();
   const run_out searched = run_profile(yaml, {});
   REQUIRE(searched.batch >= 8);
   const run_out given = run_profile(yaml, {"train.batch_size=" + std::to_string(searched.batch)});
@@ -254,9 +251,7 @@ TEST_CASE("window syncs wait on the run's GPU, whichever device is current", "[g
   const c10::Device second(c10::kCUDA, 1);
   c10::cuda::set_device(0);
   const auto dir = tbtest::scratch("gpu-second-device");
-  tbtest::write_text(dir / "p.yaml",
-                     "name: second\ndevice: cuda:1\ndata: {source: device-synthetic, image_size: 32}\n"
-                     "train: {batch_size: 8}\n");
+  tbtest::write_text(dir / "p.yaml", tbgpu::second_device_profile());
   effective_settings e;
   std::int64_t parameters = 0;
   pipeline p = build_pipeline(load_profile(dir / "p.yaml").value, build_options{}, e, parameters);
@@ -281,15 +276,11 @@ TEST_CASE("window syncs wait on the run's GPU, whichever device is current", "[g
 
 TEST_CASE("copy stages hand every batch over with its own index and count", "[gpu]") {
   require_cuda();
-  for (const char* transfer : {"{}", "{non_blocking: true}", "{copy_stream: true, depth: 3}"}) {
+  for (const std::string& transfer : tbgpu::transfer_index_variants()) {
     INFO(transfer);
     const auto dir = tbtest::scratch("gpu-transfer-index");
     // Tiny batches and two slots: a worker refills a released slot almost at once.
-    tbtest::write_text(dir / "p.yaml", std::string("name: index\ndevice: cuda\n"
-                                                   "data: {source: synthetic, samples: 64, image_size: 8, workers: 2, "
-                                                   "prefetch_factor: 1, pin_memory: true}\n"
-                                                   "train: {batch_size: 4}\ntransfer: ") +
-                                           transfer + "\n");
+    tbtest::write_text(dir / "p.yaml", tbgpu::transfer_index_profile(transfer));
     effective_settings e;
     std::int64_t parameters = 0;
     build_options o;

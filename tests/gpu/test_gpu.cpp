@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
@@ -46,12 +47,9 @@ std::vector<device_batch> batches(int n, std::int64_t size) {
   return out;
 }
 
-pipeline build(const std::string& yaml_extra, const std::vector<std::string>& sets, effective_settings& e) {
+pipeline build(const tbgpu::pipeline_variant& v, const std::vector<std::string>& sets, effective_settings& e) {
   const auto dir = tbtest::scratch("gpu-pipeline");
-  tbtest::write_text(dir / "p.yaml",
-                     "name: gpu\ndevice: cuda\ndata: {source: synthetic, samples: 512, image_size: 32}\n"
-                     "train: {batch_size: 16}\nmeasure: {warmup_batches: 3, measured_batches: 10}\n" +
-                         yaml_extra);
+  tbtest::write_text(dir / "p.yaml", tbgpu::pipeline_profile(v.data, v.extra));
   std::int64_t parameters = 0;
   return build_pipeline(load_profile(dir / "p.yaml", sets).value, build_options{}, e, parameters);
 }
@@ -121,7 +119,7 @@ TEST_CASE("fp16 scaler skips a step with an injected inf on CUDA", "[gpu]") {
 TEST_CASE("copy stream delivers every batch intact, with slow and fast steps", "[gpu]") {
   require_cuda();
   effective_settings e;
-  auto p = build("data: {pin_memory: true, workers: 2}\ntransfer: {copy_stream: true, depth: 3}\n", {}, e);
+  auto p = build(tbgpu::copy_stream_depth_3, {}, e);
   REQUIRE(e.copy_stream);
   REQUIRE(p.transfer->lookahead() == 2);
   // Drive the transfer stage directly; checksum on the host (loader side) and on the device (step side).
@@ -151,7 +149,7 @@ TEST_CASE("copy stream peak memory is bounded by depth, not by the batch count",
   require_cuda();
   auto peak_after = [](int batches) {
     effective_settings e;
-    auto p = build("data: {pin_memory: true, workers: 2}\ntransfer: {copy_stream: true, depth: 2}\n",
+    auto p = build(tbgpu::copy_stream_depth_2,
                    {"measure.measured_batches=" + std::to_string(batches), "measure.warmup_batches=2"}, e);
     measure_config m;
     m.warmup_batches = 2;
@@ -168,9 +166,9 @@ TEST_CASE("copy stream peak memory is bounded by depth, not by the batch count",
 
 TEST_CASE("copy stream gives the blocking path's losses for a fixed seed", "[gpu]") {
   require_cuda();
-  auto losses = [](const std::string& extra) {
+  auto losses = [](const tbgpu::pipeline_variant& v) {
     effective_settings e;
-    auto p = build(extra, {}, e);
+    auto p = build(v, {}, e);
     measure_config m;
     m.warmup_batches = 1;
     m.measured_batches = 5;
@@ -178,8 +176,8 @@ TEST_CASE("copy stream gives the blocking path's losses for a fixed seed", "[gpu
     r.run();
     return *r.result().loss_last;
   };
-  const double blocking = losses("");
-  const double overlapped = losses("data: {pin_memory: true}\ntransfer: {copy_stream: true}\n");
+  const double blocking = losses(tbgpu::blocking);
+  const double overlapped = losses(tbgpu::copy_stream_pinned);
   CHECK(overlapped == Approx(blocking).epsilon(1e-4));
 }
 
@@ -214,7 +212,7 @@ TEST_CASE("every ladder rung runs on the GPU with no ineffective switches", "[gp
 TEST_CASE("a data-parallel run with NCCL and one rank on the GPU", "[gpu]") {
   require_cuda();
   const auto dir = tbtest::scratch("gpu-nccl");
-  const std::string config = tbtest::tiny_profile(dir, "dist: {backend: nccl, timeout_s: 60}\n");
+  const std::string config = tbtest::tiny_profile(dir, tbgpu::nccl_extra());
   const auto r = tbtest::run_shell(
       "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29573 \"$TB\" --config " +
       config + " --set device=cuda --set train.amp=fp16 --strict");

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
@@ -99,12 +100,7 @@ TEST_CASE("nvJPEG names its side stream to the clock, and no stream without copy
 TEST_CASE("bench-data reports decode throughput on the GPU with data.decode: device", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto dir = tbtest::scratch("gpu-decode-bench");
-  tbtest::write_text(dir / "p.yaml",
-                     "name: nvjpeg\ndevice: cuda\nmodel: {num_classes: 2}\n"
-                     "data: {source: imagefolder, path: '" +
-                         decode_data().string() +
-                         "', decode: device, workers: 2}\ntrain: {batch_size: 8}\n"
-                         "measure: {warmup_batches: 2, measured_batches: 3, repeats: 3}\n");
+  tbtest::write_text(dir / "p.yaml", tbgpu::decode_bench_profile(decode_data().string()));
   const auto r = tbtest::run_cli("bench-data --strict --config '" + (dir / "p.yaml").string() + "' --out '" +
                                  (dir / "r.json").string() + "'");
   INFO(r.output);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trace_checks.hpp"
 
@@ -44,13 +45,7 @@ TEST_CASE("trace on CUDA: compute and copy stream lanes, the report's stage tota
   const auto dir = tbtest::scratch("gpu-trace");
   const int measured = 8, windows = 3;
   const fs::path trace = dir / "trace.json";
-  tbtest::write_text(dir / "p.yaml",
-                     "name: gpu-trace\ndevice: cuda\nseed: 1\n"
-                     "data: {source: synthetic, samples: 1024, image_size: 64, workers: 2, pin_memory: true}\n"
-                     "transfer: {non_blocking: true, copy_stream: true}\ntrain: {batch_size: 32}\n"
-                     "measure: {warmup_batches: 5, measured_batches: 8, repeats: 3}\n"
-                     "report: {path: '" +
-                         (dir / "r.json").string() + "'}\n");
+  tbtest::write_text(dir / "p.yaml", tbgpu::trace_profile((dir / "r.json").string()));
   const auto r = tbtest::run_cli("run --config '" + (dir / "p.yaml").string() + "' --trace '" + trace.string() + "'");
   INFO(r.output);
   REQUIRE(r.code == 0);
