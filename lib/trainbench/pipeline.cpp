@@ -6,8 +6,10 @@
 #include <ATen/ops/randn.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <thread>
 
+#include "trainbench/config/effective_rules.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/stages/weights.hpp"
@@ -33,47 +35,36 @@ c10::Device resolve_device(const std::string& text) {
 
 namespace {
 
-// Switches that only mean something on CUDA become notes (or errors with --strict) elsewhere.
+std::string ineffective_note(const ineffective_switch& s) { return s.key + ": requested but ineffective: " + s.why; }
+
+// Switches that cannot take effect on this device become notes (or errors with --strict). With
+// data.decode: device the rules assume nvJPEG decodes; device_decoder() judges again if it cannot.
 void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_settings& e) {
-  auto ineffective = [&](bool requested, const char* key, const std::string& why) {
-    if (!requested) return;
-    if (strict) throw config_error("", key, "has no effect here (" + why + ") and --strict was given");
-    e.notes.push_back(std::string(key) + ": requested but ineffective: " + why);
-  };
-  if (!on_cuda) {
-    const std::string why = "the device is " + e.device + "; it needs a CUDA device";
-    ineffective(p.data.pin_memory, "data.pin_memory", why);
-    ineffective(p.transfer.non_blocking, "transfer.non_blocking", why);
-    ineffective(p.transfer.copy_stream, "transfer.copy_stream", why);
-    ineffective(p.backend.cuda_graph, "backend.cuda_graph", why);
-    ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
-    ineffective(p.backend.tf32, "backend.tf32", why);
-    // Not ineffective (it runs, and --strict allows it), but rarely what anyone wants measured.
-    if (p.train.amp == amp_mode::fp16)
-      e.notes.push_back(
-          "train.amp: fp16 on a CPU: most CPUs have no fast fp16 kernels, so autocast runs many times slower than "
-          "fp32, and the loss scaler skips steps while it backs off; bf16 is the CPU's mixed precision");
-  } else {
-    const bool no_host_data = p.data.source == data_source::device_synthetic;
-    ineffective(no_host_data && p.data.pin_memory, "data.pin_memory", "device-synthetic data never leaves the device");
-    ineffective(no_host_data && (p.transfer.non_blocking || p.transfer.copy_stream), "transfer",
-                "device-synthetic data is not transferred");
-    ineffective(!no_host_data && p.transfer.non_blocking && !p.data.pin_memory && !p.transfer.copy_stream,
-                "transfer.non_blocking", "a copy from pageable memory is synchronous; set data.pin_memory: true");
-    ineffective(
-        !no_host_data && p.transfer.copy_stream && !p.data.pin_memory, "transfer.copy_stream",
-        "copies from pageable memory block the host until done, so nothing overlaps; set data.pin_memory: true");
+  for (const auto& s : ineffective_switches(p, device_kind{on_cuda, e.device, true})) {
+    if (strict) throw config_error("", s.key, "has no effect here (" + s.why + ") and --strict was given");
+    e.notes.push_back(ineffective_note(s));
   }
-  ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
-              "device-synthetic data has no loader");
-  ineffective(p.model.zero_init_residual && !p.model.weights.empty(), "model.zero_init_residual",
-              "model.weights replaces the initial weights");
-  const bool folder = p.data.source == data_source::imagefolder;
-  ineffective(
-      !folder && p.data.transform == data_transform::eval, "data.transform",
-      std::string(to_string(p.data.source)) + " images are resized whole; eval's crop is for data.source: imagefolder");
-  ineffective(!folder && p.data.on_bad_file == bad_file_policy::skip, "data.on_bad_file",
-              "only data.source: imagefolder reads one file per sample");
+  // Not ineffective (it runs, and --strict allows it), but rarely what anyone wants measured.
+  if (!on_cuda && p.train.amp == amp_mode::fp16)
+    e.notes.push_back(
+        "train.amp: fp16 on a CPU: most CPUs have no fast fp16 kernels, so autocast runs many times slower than "
+        "fp32, and the loss scaler skips steps while it backs off; bf16 is the CPU's mixed precision");
+}
+
+// nvJPEG cannot run on this CUDA device, so the host decodes: the notes made for a device decode
+// give way to those of a host-decoded folder (only without --strict: data.decode stops it first).
+void rejudge_for_host_decode(const profile& p, effective_settings& e) {
+  const auto assumed = ineffective_switches(p, device_kind{true, e.device, true});
+  const auto actual = ineffective_switches(p, device_kind{true, e.device, false});
+  auto holds = [](const std::vector<ineffective_switch>& v, const ineffective_switch& s) {
+    return std::any_of(v.begin(), v.end(),
+                       [&](const ineffective_switch& x) { return x.key == s.key && x.why == s.why; });
+  };
+  for (const auto& s : assumed)
+    if (!holds(actual, s))
+      e.notes.erase(std::remove(e.notes.begin(), e.notes.end(), ineffective_note(s)), e.notes.end());
+  for (const auto& s : actual)
+    if (!holds(assumed, s)) e.notes.push_back(ineffective_note(s));
 }
 
 void choose_threads(const profile& p, bool on_cuda, int local_world, effective_settings& e) {
@@ -115,22 +106,12 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
     stage = make_nvjpeg_transfer(device, no, why);
   }
-  if (stage) {
-    auto ineffective = [&](bool requested, const char* key, const std::string& reason) {
-      if (!requested) return;
-      if (strict) throw config_error("", key, "has no effect here (" + reason + ") and --strict was given");
-      e.notes.push_back(std::string(key) + ": requested but ineffective: " + reason);
-    };
-    ineffective(p.data.pin_memory, "data.pin_memory",
-                "with data.decode: device nvJPEG reads the file bytes from pageable memory; only labels are pinned");
-    ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
-                "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
-    return stage;
-  }
+  if (stage) return stage;  // its switches were judged by note_ineffective()
   const std::string message = why + "; decoded on the host (libjpeg-turbo) instead";
   if (strict)
     throw config_error("", "data.decode", "'device' has no effect here (" + message + ") and --strict was given");
   e.notes.push_back("data.decode: requested but ineffective: " + message);
+  if (device.is_cuda()) rejudge_for_host_decode(p, e);
   return nullptr;
 }
 

@@ -1,11 +1,15 @@
-// Profiles that only a GPU host runs, checked on the CPU: the ones the [gpu] tests write. A
-// profile that no longer loads (a key written twice, a renamed key) fails here in CI, not first
-// on a GPU host.
+// Profiles that only a GPU host runs, checked on the CPU: the ones the [gpu] tests write, and
+// every profile under configs/ against the rules --strict applies on the device it is written
+// for. A profile that no longer loads (a key written twice, a renamed key), or that --strict
+// would refuse on a GPU, fails here in CI, not first on a GPU host.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <set>
 
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
+#include "trainbench/config/effective_rules.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/util/error.hpp"
 
@@ -45,3 +49,88 @@ TEST_CASE("every profile a [gpu] test writes loads on the CPU") {
   CHECK_NOTHROW(load_profile(tiny));
 }
 
+namespace {
+
+// Switches a shipped profile asks for on purpose although they cannot take effect: a ladder rung
+// keeps what the rungs before it set. Each entry must still apply (else the test asks to remove it).
+struct known_ineffective {
+  const char* file;
+  const char* key;
+};
+const known_ineffective by_design[] = {
+    // nvJPEG reads the file bytes from pageable memory; 02-pin-memory's switch stays on up the ladder.
+    {"configs/imagenet/05-device-decode.yaml", "data.pin_memory"},
+    {"configs/imagenet/06-amp.yaml", "data.pin_memory"},
+    {"configs/imagenet/07-channels-last.yaml", "data.pin_memory"},
+    {"configs/imagenet/08-cuda-graph.yaml", "data.pin_memory"},
+};
+
+std::vector<fs::path> shipped_profiles() {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::recursive_directory_iterator(tbtest::source_dir() / "configs"))
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The device a profile is written for: `cpu`, else a CUDA device (`auto` means the GPU when one is there).
+device_kind target_device(const profile& p) {
+  if (p.device == "cpu") return device_kind{false, "cpu", true};
+  return device_kind{true, p.device == "auto" ? "cuda:0" : p.device, true};
+}
+
+}  // namespace
+
+TEST_CASE("every shipped profile passes --strict on the device it is written for, checked on the CPU") {
+  const auto files = shipped_profiles();
+  REQUIRE(files.size() >= 30);
+  std::set<std::string> exemptions_used;
+  for (const auto& file : files) {
+    const std::string rel = fs::relative(file, tbtest::source_dir()).string();
+    INFO(rel);
+    const profile p = load_profile(file).value;
+    for (const auto& s : ineffective_switches(p, target_device(p))) {
+      const bool exempt = std::any_of(std::begin(by_design), std::end(by_design),
+                                      [&](const known_ineffective& k) { return rel == k.file && s.key == k.key; });
+      if (exempt) {
+        exemptions_used.insert(rel + " " + s.key);
+        continue;
+      }
+      FAIL_CHECK(rel << ": --strict refuses '" << s.key << "' on " << target_device(p).name << ": " << s.why);
+    }
+  }
+  for (const auto& k : by_design) {
+    INFO("remove the exemption if the switch took effect: " << k.file << " " << k.key);
+    CHECK(exemptions_used.count(std::string(k.file) + " " + k.key) == 1);
+  }
+}
+
+TEST_CASE("--strict's rules on CUDA, judged on the CPU: a copy stream with pageable memory") {
+  profile p;
+  p.data.source = data_source::synthetic;
+  p.transfer.copy_stream = true;
+  const device_kind cuda{true, "cuda:0", true};
+  auto keys = [](const std::vector<ineffective_switch>& v) {
+    std::vector<std::string> out;
+    for (const auto& s : v) out.push_back(s.key);
+    return out;
+  };
+  // Loader batches in pageable memory: the copy blocks the host, nothing overlaps.
+  CHECK(keys(ineffective_switches(p, cuda)) == std::vector<std::string>{"transfer.copy_stream"});
+  p.data.pin_memory = true;
+  CHECK(ineffective_switches(p, cuda).empty());
+  // nvJPEG on the copy stream decodes one batch ahead whatever memory the file bytes are in (the
+  // ResNet-50 ladder's 08 rung): the copy stream takes effect, pin_memory does not.
+  p.data.source = data_source::imagefolder;
+  p.data.decode = decode_place::device;
+  CHECK(keys(ineffective_switches(p, cuda)) == std::vector<std::string>{"data.pin_memory"});
+  p.data.pin_memory = false;
+  CHECK(ineffective_switches(p, cuda).empty());
+  // Where nvJPEG cannot run, the host decodes into pageable memory: the copy stream overlaps nothing.
+  CHECK(keys(ineffective_switches(p, device_kind{true, "cuda:0", false})) ==
+        std::vector<std::string>{"transfer.copy_stream"});
+  // On the CPU every CUDA switch is named, with the device.
+  const auto cpu = ineffective_switches(p, device_kind{false, "cpu", true});
+  REQUIRE(cpu.size() == 1);
+  CHECK(cpu[0].why.find("the device is cpu") != std::string::npos);
+}

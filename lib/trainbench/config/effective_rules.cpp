@@ -1,0 +1,49 @@
+#include "trainbench/config/effective_rules.hpp"
+
+namespace trainbench {
+
+std::vector<ineffective_switch> ineffective_switches(const profile& p, const device_kind& device) {
+  std::vector<ineffective_switch> out;
+  auto ineffective = [&](bool requested, const char* key, const std::string& why) {
+    if (requested) out.push_back({key, why});
+  };
+  const bool folder = p.data.source == data_source::imagefolder;
+  if (!device.cuda) {
+    const std::string why = "the device is " + device.name + "; it needs a CUDA device";
+    ineffective(p.data.pin_memory, "data.pin_memory", why);
+    ineffective(p.transfer.non_blocking, "transfer.non_blocking", why);
+    ineffective(p.transfer.copy_stream, "transfer.copy_stream", why);
+    ineffective(p.backend.cuda_graph, "backend.cuda_graph", why);
+    ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
+    ineffective(p.backend.tf32, "backend.tf32", why);
+  } else if (folder && p.data.decode == decode_place::device && device.device_decode) {
+    // nvJPEG decodes on the device: the transfer is the decode. With a copy stream it runs one
+    // batch ahead on a side stream, whatever memory the file bytes are in.
+    ineffective(p.data.pin_memory, "data.pin_memory",
+                "with data.decode: device nvJPEG reads the file bytes from pageable memory; only labels are pinned");
+    ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
+                "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
+  } else {
+    const bool no_host_data = p.data.source == data_source::device_synthetic;
+    ineffective(no_host_data && p.data.pin_memory, "data.pin_memory", "device-synthetic data never leaves the device");
+    ineffective(no_host_data && (p.transfer.non_blocking || p.transfer.copy_stream), "transfer",
+                "device-synthetic data is not transferred");
+    ineffective(!no_host_data && p.transfer.non_blocking && !p.data.pin_memory && !p.transfer.copy_stream,
+                "transfer.non_blocking", "a copy from pageable memory is synchronous; set data.pin_memory: true");
+    ineffective(
+        !no_host_data && p.transfer.copy_stream && !p.data.pin_memory, "transfer.copy_stream",
+        "copies from pageable memory block the host until done, so nothing overlaps; set data.pin_memory: true");
+  }
+  ineffective(p.data.workers > 0 && p.data.source == data_source::device_synthetic, "data.workers",
+              "device-synthetic data has no loader");
+  ineffective(p.model.zero_init_residual && !p.model.weights.empty(), "model.zero_init_residual",
+              "model.weights replaces the initial weights");
+  ineffective(
+      !folder && p.data.transform == data_transform::eval, "data.transform",
+      std::string(to_string(p.data.source)) + " images are resized whole; eval's crop is for data.source: imagefolder");
+  ineffective(!folder && p.data.on_bad_file == bad_file_policy::skip, "data.on_bad_file",
+              "only data.source: imagefolder reads one file per sample");
+  return out;
+}
+
+}  // namespace trainbench
