@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -53,49 +54,96 @@ pipeline build(const tbgpu::pipeline_variant& v, const std::vector<std::string>&
   std::int64_t parameters = 0;
   return build_pipeline(load_profile(dir / "p.yaml", sets).value, build_options{}, e, parameters);
 }
+
+double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  return d;
+}
+
+// A graphed ResNet-18 and two eager twins from the same weights, trained on the same 6 batches.
+// The second eager twin is the control: how far two runs of the same eager steps land apart
+// under the current cuDNN settings (the noise floor the graph is judged against).
+struct twin_run {
+  std::vector<at::Tensor> before, graphed, eager, control;
+  double loss_graphed = 0, loss_eager = 0;
+};
+
+twin_run run_twins(amp_mode amp) {
+  const auto data = batches(6, 32);
+  at::manual_seed(0);
+  resnet graphed = make_resnet("resnet18", 10), eager = make_resnet("resnet18", 10),
+         control = make_resnet("resnet18", 10);
+  for (resnet* m : {&graphed, &eager, &control}) {
+    (*m)->to(at::kCUDA);
+    (*m)->eval();
+  }
+  {
+    at::NoGradGuard g;
+    auto pg = graphed->parameters(), pe = eager->parameters(), pc = control->parameters();
+    for (std::size_t i = 0; i < pg.size(); ++i) {
+      pe[i].copy_(pg[i]);
+      pc[i].copy_(pg[i]);
+    }
+  }
+  auto gstep = make_graph_step(graphed, cuda_options(amp), {8, 3, 32, 32}, false);
+  auto estep = make_eager_step(eager, cuda_options(amp)), cstep = make_eager_step(control, cuda_options(amp));
+  auto eager_batch = [](train_step& s, const device_batch& b) {
+    s.forward(b);
+    s.backward();
+    s.optimizer_step();
+  };
+  // The capture's eager warm-up steps are undone: all three train on the same batches from the start.
+  twin_run out;
+  for (int i = 0; i < 6; ++i) {
+    if (i == 1) out.before = clones(graphed->parameters());
+    gstep->forward(data[i]);
+    eager_batch(*estep, data[i]);
+    eager_batch(*cstep, data[i]);
+  }
+  torch::cuda::synchronize();
+  out.graphed = clones(graphed->parameters());
+  out.eager = clones(eager->parameters());
+  out.control = clones(control->parameters());
+  out.loss_graphed = gstep->last_loss().item<double>();
+  out.loss_eager = estep->last_loss().item<double>();
+  return out;
+}
 }  // namespace
 
+// The first H200 run (2026-12-04) saw this fail in fp32 (parameters off by more than 1e-4, losses
+// 2.29629 vs 2.29934): the comparison then ran with LibTorch's defaults, TF32 convolutions and
+// any cuDNN algorithm. It now runs with exact math, where the eager control must repeat itself
+// and the graph must land on the eager step; the defaults' noise floor is measured and printed.
 TEST_CASE("graphed step matches an eager twin after 5 steps, and its replays keep training", "[gpu]") {
   require_cuda();
   for (amp_mode amp : {amp_mode::off, amp_mode::bf16, amp_mode::fp16}) {
     INFO(to_string(amp));
-    const double tol = amp == amp_mode::off ? 1e-4 : 2e-2;  // AMP tolerance: different kernels, same math
-    const auto data = batches(6, 32);
-    at::manual_seed(0);
-    resnet graphed = make_resnet("resnet18", 10), eager = make_resnet("resnet18", 10);
-    graphed->to(at::kCUDA);
-    eager->to(at::kCUDA);
+    // fp32 with exact math: float32 rounding only. AMP: different kernels, same math.
+    const double tol = amp == amp_mode::off ? 1e-5 : 2e-2;
+    twin_run r;
     {
-      at::NoGradGuard g;
-      auto pe = eager->parameters(), pg = graphed->parameters();
-      for (std::size_t i = 0; i < pe.size(); ++i) pe[i].copy_(pg[i]);
+      const tbgpu::cuda_math_guard exact(tbgpu::cuda_math::exact);
+      r = run_twins(amp);
     }
-    graphed->eval();
-    eager->eval();
-    auto gstep = make_graph_step(graphed, cuda_options(amp), {8, 3, 32, 32}, false);
-    auto estep = make_eager_step(eager, cuda_options(amp));
-    // The capture's eager warm-up steps are undone: both train on the same batches from the start.
-    gstep->forward(data[0]);
-    estep->forward(data[0]);
-    estep->backward();
-    estep->optimizer_step();
-    const auto before = clones(graphed->parameters());
-    for (int i = 1; i < 6; ++i) {
-      gstep->forward(data[i]);
-      estep->forward(data[i]);
-      estep->backward();
-      estep->optimizer_step();
-    }
-    torch::cuda::synchronize();
-    const auto pg = clones(graphed->parameters()), pe = clones(eager->parameters());
+    const double floor = max_abs_diff(r.eager, r.control), off = max_abs_diff(r.graphed, r.eager);
+    INFO("largest difference: graph vs eager " << off << ", eager vs eager (noise floor) " << floor);
+    CHECK(floor <= tol);  // else the settings did not make the eager step repeat itself
     bool moved = false;
-    for (std::size_t i = 0; i < pg.size(); ++i) {
-      CHECK(at::allclose(pg[i], pe[i], tol, tol));
-      moved = moved || !at::equal(pg[i], before[i]);
+    for (std::size_t i = 0; i < r.graphed.size(); ++i) {
+      CHECK(at::allclose(r.graphed[i], r.eager[i], tol, tol));
+      moved = moved || !at::equal(r.graphed[i], r.before[i]);
     }
     CHECK(moved);  // replays change the parameters: momentum and grads are live, not frozen
-    CHECK(gstep->last_loss().item<double>() == Approx(estep->last_loss().item<double>()).epsilon(tol * 10));
+    CHECK(r.loss_graphed == Approx(r.loss_eager).epsilon(tol * 10));
   }
+  // Evidence, not a check: the same comparison with LibTorch's defaults (as the first H200 run
+  // had them). A graph-vs-eager difference of the order of the eager-vs-eager one is noise.
+  const tbgpu::cuda_math_guard defaults(tbgpu::cuda_math::libtorch_defaults);
+  const twin_run d = run_twins(amp_mode::off);
+  WARN("fp32 with LibTorch's defaults (TF32 convolutions, any cuDNN algorithm): largest difference graph vs eager "
+       << max_abs_diff(d.graphed, d.eager) << ", eager vs eager " << max_abs_diff(d.eager, d.control) << "; losses "
+       << d.loss_graphed << " vs " << d.loss_eager);
 }
 
 TEST_CASE("fp16 scaler skips a step with an injected inf on CUDA", "[gpu]") {
