@@ -147,6 +147,10 @@ if [ -n "$prebuilt" ]; then
   export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
+  # The test binary's own path to the NVTX recorder is the development machine's.
+  if [ -f "$prebuilt/prebuilt/libtrainbench_nvtx_recorder.so" ]; then
+    export TRAINBENCH_NVTX_RECORDER=$prebuilt/prebuilt/libtrainbench_nvtx_recorder.so
+  fi
   echo "prebuilt binaries (built on the development machine)" > "$out/route.txt"
 else
   phase "build"

@@ -29,6 +29,11 @@ if [ "$prebuilt" = 1 ]; then
   rm -rf "$dir/prebuilt"
   mkdir -p "$dir/prebuilt/lib"
   cp build/trainbench build/tests/trainbench_tests "$dir/prebuilt/"
+  # The NVTX recorder the NVTX tests inject (the test binary holds this machine's path to it;
+  # gpu-check.sh points TRAINBENCH_NVTX_RECORDER at the copy).
+  if [ -f build/tests/libtrainbench_nvtx_recorder.so ]; then
+    cp build/tests/libtrainbench_nvtx_recorder.so "$dir/prebuilt/"
+  fi
   # The non-torch libraries they load; LibTorch and CUDA come from the host's own wheel. Debian's
   # libjpeg.so.62 (libjpeg-turbo) is not what other distributions ship (Ubuntu has libjpeg.so.8).
   if ldd build/trainbench build/tests/trainbench_tests | grep -q "not found"; then

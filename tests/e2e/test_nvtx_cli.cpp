@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -87,9 +88,32 @@ nvtx_log read_nvtx(const fs::path& file) {
   return log;
 }
 
+// The injection library: where the build put it, or where TRAINBENCH_NVTX_RECORDER says (a test
+// binary carried to another host, as scripts/gpu-check.sh --prebuilt does). NVTX ignores an
+// injection path it cannot load, so a missing library would look like a run without ranges.
+std::string recorder_path() {
+  const char* env = std::getenv("TRAINBENCH_NVTX_RECORDER");
+  return env && *env ? env : TRAINBENCH_NVTX_RECORDER;
+}
+
 std::string nvtx_env(const fs::path& log) {
-  return "NVTX_INJECTION64_PATH='" + std::string(TRAINBENCH_NVTX_RECORDER) + "' TRAINBENCH_NVTX_LOG='" + log.string() +
-         "' ";
+  const std::string lib = recorder_path();
+  if (!fs::is_regular_file(lib))
+    FAIL("the NVTX injection library is not at " << lib
+                                                 << ": no range can be recorded. Build the target "
+                                                    "trainbench_nvtx_recorder, or set TRAINBENCH_NVTX_RECORDER to "
+                                                    "its path (scripts/gpu-check.sh does for --prebuilt)");
+  return "NVTX_INJECTION64_PATH='" + lib + "' TRAINBENCH_NVTX_LOG='" + log.string() + "' ";
+}
+
+// For runs that must push ranges: the recorder opens its log at the first NVTX call it gets, so
+// no log at all means it never ran (not loaded, or NVTX compiled out of this trainbench), which
+// is a different failure from ranges that are missing or misplaced.
+nvtx_log read_recorded(const fs::path& file) {
+  if (!fs::exists(file))
+    FAIL("the NVTX injection library (" << recorder_path() << ") recorded nothing, not even a domain: it was not "
+                                        << "loaded, or this trainbench has NVTX compiled out (trainbench --version)");
+  return read_nvtx(file);
 }
 
 std::string errors_of(const nvtx_log& log) {
@@ -234,7 +258,7 @@ TEST_CASE("NVTX at batch and stage: the documented ranges, nested, one per batch
                                      " --set measure.nvtx=" + level + " --trace '" + trace.string() + "'");
     INFO(r.output);
     REQUIRE(r.code == 0);
-    const nvtx_log l = read_nvtx(log);
+    const nvtx_log l = read_recorded(log);
     check_ranges(l, tbtest::read_json(dir / "tiny.json"), level == "stage");
     check_windows_against_trace(l, tbtest::read_json(trace));
   }
@@ -250,7 +274,7 @@ TEST_CASE("NVTX in bottleneck: a range per turn named after its side, windows nu
                                    " --set measure.warmup_batches=1 --set measure.measured_batches=2");
   INFO(r.output);
   REQUIRE(r.code == 0);
-  const nvtx_log l = read_nvtx(log);
+  const nvtx_log l = read_recorded(log);
   INFO(errors_of(l));
   CHECK(l.errors.empty());
   std::vector<std::string> turns;
@@ -287,7 +311,7 @@ TEST_CASE("NVTX off: no range, not even the domain") {
   const auto on = tbtest::run_shell(nvtx_env(dir / "on.log") + "\"$TB\" run -q -c '" + tbtest::tiny_profile(dir) + "'" +
                                     tiny_counts + " --set measure.nvtx=stage");
   REQUIRE(on.code == 0);
-  CHECK_FALSE(read_nvtx(dir / "on.log").roots.empty());
+  CHECK_FALSE(read_recorded(dir / "on.log").roots.empty());
 }
 
 TEST_CASE("NVTX: every push is popped when the run fails inside a window") {
@@ -308,7 +332,7 @@ TEST_CASE("NVTX: every push is popped when the run fails inside a window") {
   INFO(r.output);
   REQUIRE(r.code == 2);  // bad input found mid-run
   REQUIRE(r.output.find(bad.string()) != std::string::npos);
-  const nvtx_log l = read_nvtx(log);
+  const nvtx_log l = read_recorded(log);
   INFO(errors_of(l));
   CHECK(l.errors.empty());
   // The failure came inside the window, in batch 2's wait for its data.
@@ -351,7 +375,7 @@ TEST_CASE("NVTX: every push is popped when Ctrl-C stops the run inside a window"
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
-  const nvtx_log l = read_nvtx(log);
+  const nvtx_log l = read_recorded(log);
   INFO(errors_of(l));
   CHECK(l.errors.empty());
   REQUIRE(l.roots.size() >= 2);
@@ -369,7 +393,7 @@ TEST_CASE("NVTX on CUDA with a copy stream: every batch fetched and copied once,
   INFO(r.output);
   if (r.code == 2) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   REQUIRE(r.code == 0);
-  const nvtx_log l = read_nvtx(log);
+  const nvtx_log l = read_recorded(log);
   INFO(errors_of(l));
   CHECK(l.errors.empty());
   std::map<std::string, std::map<long long, int>> seen;  // name -> number -> count
