@@ -13,6 +13,7 @@
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/ladder_store.hpp"
+#include "trainbench/distributed/process_group.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/stages/weights.hpp"
 
@@ -493,4 +494,26 @@ TEST_CASE("a ladder under two ranks whose rank 0 cannot write its reports: every
   // Rank 1 did not wait for rank 0 in a rung rank 0 skipped. A full disk is the run's failure
   // (exit 1), not bad input (exit 2), and rank 1 fails with it.
   CHECK(seconds_in(r.output) < 60);
+}
+
+// The NCCL path calls the same shutdown() (ProcessGroupNCCL's destroys its communicators; without
+// it, its destructor warns that destroy_process_group() was not called): its [gpu] test checks
+// the warning is gone. Here, one Gloo rank in this process.
+TEST_CASE("a process group shuts its backend down once, and refuses collectives after it") {
+  launch_info l;
+  l.launcher = "torchrun";
+  l.master_addr = "127.0.0.1";
+  l.master_port = free_port();
+  dist_config d;
+  d.backend = dist_backend::gloo;
+  d.timeout_s = 30;
+  d.heartbeat_timeout_s = 0;  // one rank: nobody to watch
+  process_group g(l, d, c10::kCPU);
+  CHECK(g.all_gather({1.0, 2.0}) == std::vector<std::vector<double>>{{1.0, 2.0}});
+  CHECK_FALSE(g.shut_down());
+  g.shutdown();
+  CHECK(g.shut_down());
+  CHECK_NOTHROW(g.shutdown());  // once only: a second call does nothing
+  CHECK_THROWS_WITH(g.barrier(), Catch::Contains("after the process group was shut down"));
+  CHECK_THROWS_WITH(g.all_gather({1.0}), Catch::Contains("after the process group was shut down"));
 }

@@ -273,6 +273,8 @@ TEST_CASE("a data-parallel run with NCCL and one rank on the GPU", "[gpu]") {
   CHECK(d["allreduce_steps"].get<int>() > 0);
   CHECK(report["effective"]["device"] == "cuda:0");
   CHECK(report["results"]["stages_s"].contains("allreduce"));
+  // The group is shut down at the end (process_group::shutdown), as destroy_process_group() would.
+  CHECK(r.output.find("destroy_process_group() was not called") == std::string::npos);
 }
 
 // Two pipelines on one GPU in one process: a loop that resizes on one host thread is far slower

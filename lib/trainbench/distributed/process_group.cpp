@@ -176,9 +176,38 @@ process_group::process_group(const launch_info& launch, const dist_config& dist,
 }
 
 process_group::~process_group() {
+  try {
+    shutdown();
+  } catch (...) {
+    // shutdown() reports its own failures; nothing may leave a destructor.
+  }
   // A failed collective may leave Gloo's worker threads waiting on a lost peer until its timeout,
   // and the backend's destructor joins them: leave it (and them) to the process's exit.
-  if (failed_ && state_->backend) (void)state_->backend.release();
+  if (failed_ && host_blocking() && state_->backend) (void)state_->backend.release();
+}
+
+// What torch.distributed.destroy_process_group() does for the backend. ProcessGroupNCCL's
+// shutdown() finishes the queued collectives and destroys its communicators; destroyed without
+// it, it aborts them and warns "destroy_process_group() was not called before program exit".
+// After a failure (a collective left unfinished, a peer lost) NCCL's communicators are aborted
+// instead, which returns without waiting on the peers. Gloo's shutdown() has nothing to do, and
+// a failed Gloo group is left alone (see the destructor).
+void process_group::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!state_->backend || (failed_ && host_blocking())) return;
+  try {
+    if (failed_)
+      state_->backend->abort();
+    else
+      state_->backend->shutdown();
+  } catch (const std::exception& e) {
+    log_warn(who() + ": shutting the " + backend_name_ + " process group down failed: " + error_text(e));
+  }
+}
+
+void process_group::check_open(const std::string& what) const {
+  if (shut_down_) throw run_error("dist", who() + ": " + what + " after the process group was shut down");
 }
 
 std::string process_group::who() const {
@@ -373,6 +402,7 @@ void process_group::broadcast_from_rank0(std::vector<at::Tensor>& tensors) {
   c10d::BroadcastOptions o;
   o.rootRank = 0;
   // One collective per tensor keeps Gloo's and NCCL's requirements (same shape, one device) simple.
+  check_open("broadcasting the initial parameters from rank 0");
   for (auto& t : tensors) {
     std::vector<at::Tensor> one{t};
     c10::intrusive_ptr<c10d::Work> work;
@@ -386,6 +416,7 @@ void process_group::broadcast_from_rank0(std::vector<at::Tensor>& tensors) {
 }
 
 void process_group::barrier() {
+  check_open("the barrier that aligns the measured windows");
   c10d::BarrierOptions o;
   if (device_.is_cuda()) o.device = device_;
   c10::intrusive_ptr<c10d::Work> work;
@@ -398,6 +429,7 @@ void process_group::barrier() {
 }
 
 std::vector<std::vector<double>> process_group::all_gather(const std::vector<double>& mine) {
+  check_open("gathering values from every rank");
   const auto n = static_cast<std::int64_t>(mine.size());
   auto opts = at::TensorOptions().dtype(at::kDouble).device(device_);
   at::Tensor input = at::tensor(mine, at::TensorOptions().dtype(at::kDouble)).to(device_);

@@ -35,8 +35,9 @@ class process_group {
   // Joins the job: every rank must arrive within dist.timeout_s, or a run_error names the missing
   // ranks. Every rank learns every rank's host; on Gloo a heartbeat then watches them (peer_watch).
   process_group(const launch_info& launch, const dist_config& dist, c10::Device device);
-  // After a failure, Gloo's threads may still wait on a lost peer until dist.timeout_s: the
-  // backend is then left to the process's exit instead of joining them.
+  // Shuts the backend down (shutdown()) unless that was done. After a failure, Gloo's threads
+  // may still wait on a lost peer until dist.timeout_s: that backend is then left to the
+  // process's exit instead of joining them.
   ~process_group();
   process_group(const process_group&) = delete;
   process_group& operator=(const process_group&) = delete;
@@ -75,10 +76,17 @@ class process_group {
   // stopped answering.
   [[noreturn]] void fail(const std::string& what);
 
+  // The end of the group, as torch.distributed.destroy_process_group(): NCCL finishes its
+  // collectives and destroys its communicators (aborts them after a failure). Once only; the
+  // collectives above refuse to run after it (a run_error).
+  void shutdown();
+  bool shut_down() const { return shut_down_; }
+
   process_group_state& state() { return *state_; }
 
  private:
   void rendezvous(std::chrono::milliseconds timeout, const rank_host& mine);
+  void check_open(const std::string& what) const;
   // Checks, between two slices of a wait: a signal, a lost peer, a peer's posted failure.
   void check_between_slices(const std::string& what);
   [[noreturn]] void abandon(const std::string& what, const std::string& why, bool lost);
@@ -94,6 +102,7 @@ class process_group {
   bool failed_ = false;  // a collective of the backend was left unfinished
   bool store_lost_ = false;  // the store is gone, or its link (the main thread leaves it alone)
   bool posted_failure_ = false;
+  bool shut_down_ = false;
   std::unique_ptr<process_group_state> state_;
   std::unique_ptr<peer_watch> watch_;
 };
