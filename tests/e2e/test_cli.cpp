@@ -40,6 +40,12 @@ TEST_CASE("a tiny CPU run writes a report with the measured numbers") {
   CHECK(j["results"]["loss"]["last"].is_number());
   for (const char* s : {"data_wait", "h2d", "forward", "backward", "optimizer", "batch"})
     CHECK(j["results"]["stages_s"][s]["median"].get<double>() >= 0);
+  // On the CPU the stages run one after another inside the batch: they never overlap.
+  CHECK(j["results"]["stages_overlap_s"]["median"].get<double>() <= 0);
+  // The summary says how the stages' sum relates to the batch.
+  const bool said = r.output.find("in the batch but in no stage") != std::string::npos ||
+                    r.output.find("stages ran at the same time") != std::string::npos;
+  CHECK(said);
   CHECK(j["effective"]["device"] == "cpu");
   CHECK(j["effective"]["notes"].empty());
   CHECK(j["context"]["libtorch"] == "2.11.0");

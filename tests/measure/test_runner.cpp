@@ -85,3 +85,48 @@ TEST_CASE("a fused step is captured before the first measured window, whatever w
     CHECK(r.result().windows.size() == 2);
   }
 }
+
+namespace {
+
+// Every batch the same made-up times: the host's wait for the loader overlaps the device's step.
+class overlapping_clock final : public stage_clock {
+ public:
+  void start_window(int batches) override { batches_ = batches; }
+  void begin(stage_id, int) override {}
+  void end(stage_id, int) override {}
+  double finish_window(window_times& out) override {
+    std::array<double, stage_count> row;
+    row.fill(-1.0);
+    row[static_cast<int>(stage_id::data_wait)] = 3e-3;
+    row[static_cast<int>(stage_id::h2d)] = 1e-3;
+    row[static_cast<int>(stage_id::forward)] = 2e-3;
+    row[static_cast<int>(stage_id::backward)] = 2e-3;
+    row[static_cast<int>(stage_id::optimizer)] = 1e-3;
+    row[static_cast<int>(stage_id::batch)] = 7.5e-3;
+    out.per_batch.assign(static_cast<std::size_t>(batches_), row);
+    return 7.5e-3 * batches_;
+  }
+  const char* kind() const override { return "test"; }
+
+ private:
+  int batches_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("stages that add up to more than the batch: the overlap per batch is in the result") {
+  pipeline p;
+  p.fixed = {at::zeros({2, 3, 4, 4}), at::zeros({2}, at::kLong), 0, 2};
+  p.clock = std::make_unique<overlapping_clock>();
+  p.probe = std::make_unique<device_probe>();
+  measure_config m;
+  m.warmup_batches = 0;
+  m.measured_batches = 4;
+  m.repeats = 2;
+  m.nvtx = nvtx_level::off;
+  runner r(p, m);
+  r.run();
+  const auto& o = r.result().stages_overlap_s;
+  REQUIRE(o.size() == 8);
+  for (double v : o) CHECK(v == Approx(1.5e-3));  // 3 + 1 + 2 + 2 + 1 ms of stages in a 7.5 ms batch
+}

@@ -106,6 +106,20 @@ void print_processes(const run_result& r) {
   std::printf("\n");
 }
 
+// The stages' medians add up to the batch's only where they run one after another; the line
+// below them says by how much they overlapped (the host loading the next batch while the device
+// still runs this one's step, a copy stream), or how much of the batch no stage timed.
+void print_stage_overlap(const run_result& r) {
+  if (r.stages_overlap_s.empty()) return;
+  const double o = quantile(r.stages_overlap_s, 0.5);
+  if (o >= 0)
+    std::printf("  %-12s median %8.3f ms per batch: stages ran at the same time; their sum exceeds the batch by this\n",
+                "overlap", 1000.0 * o);
+  else
+    std::printf("  %-12s median %8.3f ms per batch: in the batch but in no stage; their sum falls short by this\n",
+                "untimed", -1000.0 * o);
+}
+
 }  // namespace
 
 context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
@@ -141,6 +155,7 @@ void print_summary(const report_input& in) {
     if (it != r.stages_s.end())
       std::printf("  %-12s median %8.3f ms per batch\n", it->first.c_str(), 1000.0 * quantile(it->second, 0.5));
   }
+  print_stage_overlap(r);
   if (r.memory.device_peak_allocated_bytes)
     std::printf("  device peak  %s allocated, %s reserved\n",
                 human_bytes(*r.memory.device_peak_allocated_bytes).c_str(),

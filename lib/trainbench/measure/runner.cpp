@@ -139,9 +139,15 @@ void runner::measure_window(int repeat) {
   result_.windows.push_back({samples, elapsed, static_cast<double>(samples) / elapsed});
   if (p_.loader) record_loader(p_.loader->load_counts() - loaded_before, elapsed);
   if (decoded) record_device_decode(decoded_before, *decoded);
+  const int whole = static_cast<int>(stage_id::batch);
   for (const auto& row : times.per_batch) {
-    for (int s = 0; s < stage_count; ++s)
-      if (row[s] >= 0) result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
+    double summed = 0;
+    for (int s = 0; s < stage_count; ++s) {
+      if (row[s] < 0) continue;
+      result_.stages_s[stage_name(static_cast<stage_id>(s))].push_back(row[s]);
+      if (s != whole) summed += row[s];
+    }
+    if (row[whole] >= 0) result_.stages_overlap_s.push_back(summed - row[whole]);
   }
   if (times.overlap_share) result_.overlap_shares.push_back(*times.overlap_share);
   if (!result_.loss_first) read_loss(result_.loss_first);  // no warmup: the first window's last loss

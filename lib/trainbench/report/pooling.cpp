@@ -225,6 +225,7 @@ json run_result_to_json(const run_result& r) {
           {"processes", processes},
           {"stages_s", stages},
           {"overlap_shares", r.overlap_shares},
+          {"stages_overlap_s", r.stages_overlap_s},
           {"allreduce_span_s", r.allreduce_span_s},
           {"allreduce_launched_in_backward", r.allreduce_launched_in_backward},
           {"dist", r.dist ? dist_json(*r.dist) : json(nullptr)},
@@ -260,6 +261,7 @@ run_result run_result_from_json(const json& j) {
     r.processes.push_back({number_or_null(c.at(0)), number_or_null(c.at(1)), number_or_null(c.at(2))});
   for (const auto& [name, values] : j.at("stages_s").items()) r.stages_s[name] = values.get<std::vector<double>>();
   r.overlap_shares = j.at("overlap_shares").get<std::vector<double>>();
+  r.stages_overlap_s = j.at("stages_overlap_s").get<std::vector<double>>();
   r.allreduce_span_s = j.at("allreduce_span_s").get<std::vector<double>>();
   r.allreduce_launched_in_backward = j.at("allreduce_launched_in_backward").get<std::vector<double>>();
   if (!j.at("dist").is_null()) r.dist = dist_from(j["dist"]);
@@ -299,6 +301,7 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
     out.processes.push_back(r.processes.empty() ? process_cost{} : r.processes.front());
     for (const auto& [name, values] : r.stages_s) append(out.stages_s[name], values);
     append(out.overlap_shares, r.overlap_shares);
+    append(out.stages_overlap_s, r.stages_overlap_s);
     append(out.allreduce_span_s, r.allreduce_span_s);
     append(out.allreduce_launched_in_backward, r.allreduce_launched_in_backward);
     if (r.dist) {

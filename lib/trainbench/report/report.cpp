@@ -246,6 +246,7 @@ json results_json(const run_result& r) {
       {"noise", rates.empty() ? json(nullptr) : json(noise_level(summarize(rates)))},
       {"processes", processes_json(r)},
       {"stages_s", stages},
+      {"stages_overlap_s", summary_json(r.stages_overlap_s, "s", false)},
       {"h2d_overlap_share", overlap},
       {"memory",
        {{"device_peak_allocated_bytes", opt(r.memory.device_peak_allocated_bytes)},

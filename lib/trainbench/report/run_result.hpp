@@ -104,11 +104,14 @@ struct run_result {
   std::vector<process_cost> processes;                  // one per fresh process; windows[i].process indexes it
   std::map<std::string, std::vector<double>> stages_s;  // stage -> seconds per measured batch
   std::vector<double> overlap_shares;                   // per window, copy stream only
-  std::vector<double> allreduce_span_s;                 // per synchronised step: first launch -> last done (Gloo)
-  std::vector<double> allreduce_launched_in_backward;   // per synchronised step: share of buckets started in backward
-  std::optional<dist_result> dist;                      // data-parallel runs
-  std::optional<loader_result> loader;                  // runs with a host loader
-  std::optional<device_decode_result> device_decode;    // data.decode: device, where nvJPEG ran
+  // Per measured batch: the stages' times summed, minus the batch's. Above 0 where stages ran at
+  // the same time (the host loading while the device runs the previous step, a copy stream).
+  std::vector<double> stages_overlap_s;
+  std::vector<double> allreduce_span_s;                // per synchronised step: first launch -> last done (Gloo)
+  std::vector<double> allreduce_launched_in_backward;  // per synchronised step: share of buckets started in backward
+  std::optional<dist_result> dist;                     // data-parallel runs
+  std::optional<loader_result> loader;                 // runs with a host loader
+  std::optional<device_decode_result> device_decode;   // data.decode: device, where nvJPEG ran
   std::optional<double> loss_first, loss_last;
   std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
   std::optional<double> loss_scale;
