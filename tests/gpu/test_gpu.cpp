@@ -252,6 +252,10 @@ TEST_CASE("every ladder rung runs on the GPU with no ineffective switches", "[gp
     CHECK(j["effective"]["pin_memory"].get<bool>() ==
           (p.data.pin_memory && p.data.source != data_source::device_synthetic));
     CHECK(j["effective"]["amp"] == to_string(p.train.amp));
+    // A graph's replay is one stage, `step`, in place of forward, backward and optimizer.
+    const auto& stages = j["results"]["stages_s"];
+    CHECK(stages.contains("step") == p.backend.cuda_graph);
+    CHECK(stages.contains("forward") == !p.backend.cuda_graph);
   }
 }
 

@@ -83,6 +83,11 @@ TEST_CASE("a fused step is captured before the first measured window, whatever w
     CHECK_FALSE(captured_in_window);
     CHECK(s.replays == warmup + 6);
     CHECK(r.result().windows.size() == 2);
+    // Named as what it is: one `step` per batch, and no forward, backward or optimizer stages.
+    const auto& stages = r.result().stages_s;
+    REQUIRE(stages.count("step") == 1);
+    CHECK(stages.at("step").size() == 6);
+    for (const char* fused : {"forward", "backward", "optimizer"}) CHECK(stages.count(fused) == 0);
   }
 }
 

@@ -77,8 +77,9 @@ class cuda_clock final : public stage_clock {
           copy_spans.push_back({t0, t0 + row[s]});
         }
       }
-      const int first = static_cast<int>(stage_id::forward), last = static_cast<int>(stage_id::optimizer);
-      int end_stage = last;
+      // The step on the compute stream: forward..optimizer, or the graph's one `step`.
+      int first = static_cast<int>(stage_id::forward), end_stage = static_cast<int>(stage_id::step);
+      while (first < end_stage && !recorded_[index(first, b, 0)]) ++first;
       while (end_stage > first && !recorded_[index(end_stage, b, 1)]) --end_stage;
       if (recorded_[index(first, b, 0)] && recorded_[index(end_stage, b, 1)])
         compute_spans.push_back({since_origin(index(first, b, 0)), since_origin(index(end_stage, b, 1))});

@@ -9,8 +9,10 @@
 namespace trainbench {
 
 // allreduce: waiting for the gradient all-reduce after backward (data-parallel runs only).
-enum class stage_id { data_wait, h2d, preprocess, forward, backward, allreduce, optimizer, batch };
-constexpr int stage_count = 8;
+// step: forward, loss, backward and optimizer as one replayed CUDA graph (backend.cuda_graph),
+// in place of the three stages it fuses.
+enum class stage_id { data_wait, h2d, preprocess, forward, backward, allreduce, optimizer, step, batch };
+constexpr int stage_count = 9;
 const char* stage_name(stage_id s);
 
 // Where a span ran: the training thread, or a CUDA stream (events placed on the host clock).

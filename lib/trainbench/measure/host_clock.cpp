@@ -6,8 +6,8 @@
 namespace trainbench {
 
 const char* stage_name(stage_id s) {
-  static const char* names[stage_count] = {"data_wait", "h2d",       "preprocess", "forward",
-                                           "backward",  "allreduce",  "optimizer", "batch"};
+  static const char* names[stage_count] = {"data_wait", "h2d",       "preprocess", "forward", "backward",
+                                           "allreduce", "optimizer", "step",       "batch"};
   return names[static_cast<int>(s)];
 }
 

@@ -219,22 +219,24 @@ std::int64_t runner::run_batch(int row) {
     batch = p_.transfer->take();
   }
   if (p_.preprocess) timed(stage_id::preprocess, row, index, [&] { batch.images = (*p_.preprocess)(batch.images); });
-  if (p_.step) {
+  if (p_.step && p_.step->fused()) {
+    // One replayed graph: forward, loss, backward and optimizer, timed and named as one `step`.
+    nvtx_range whole(batch_ranges_, "step", index);
+    timed(stage_id::step, row, index, [&] { p_.step->forward(batch); });
+  } else if (p_.step) {
     {
       nvtx_range fwd(batch_ranges_, "forward", index);
       timed(stage_id::forward, row, index, [&] { p_.step->forward(batch); });
     }
     nvtx_range bwd(batch_ranges_, "backward", index);
-    if (!p_.step->fused()) {
-      if (p_.sync) p_.sync->begin_backward();
-      timed(stage_id::backward, row, index, [&] { p_.step->backward(); });
-      if (p_.sync) {
-        bool synced = false;
-        timed(stage_id::allreduce, row, index, [&] { synced = p_.sync->finish(); });
-        if (synced && row >= 0) record_sync();
-      }
-      timed(stage_id::optimizer, row, index, [&] { p_.step->optimizer_step(); });
+    if (p_.sync) p_.sync->begin_backward();
+    timed(stage_id::backward, row, index, [&] { p_.step->backward(); });
+    if (p_.sync) {
+      bool synced = false;
+      timed(stage_id::allreduce, row, index, [&] { synced = p_.sync->finish(); });
+      if (synced && row >= 0) record_sync();
     }
+    timed(stage_id::optimizer, row, index, [&] { p_.step->optimizer_step(); });
   }
   if (p_.transfer) p_.transfer->step_done();
   if (row >= 0) p_.clock->end(stage_id::batch, row);

@@ -26,6 +26,7 @@ const char* colour_of(const std::string& name) {
   static const std::map<std::string, const char*> colours = {
       {"batch", "#e8e8e8"},    {"data_wait", "#e45756"}, {"h2d", "#f58518"},       {"preprocess", "#eeca3b"},
       {"forward", "#4c78a8"},  {"backward", "#72b7b2"},  {"allreduce", "#b279a2"}, {"optimizer", "#54a24b"},
+      {"step", "#3b5b92"},
       {"fill", "#9d755d"},     {"read", "#bab0ac"},      {"decode", "#ff9da6"},    {"crop_resize", "#9ecae9"},
       {"slot_wait", "#d0d0d0"}};
   const auto it = colours.find(name);
@@ -34,7 +35,7 @@ const char* colour_of(const std::string& name) {
 
 // Darker text on light bars.
 const char* text_colour_of(const std::string& name) {
-  static const std::set<std::string> dark = {"forward", "data_wait", "fill", "allreduce", "optimizer"};
+  static const std::set<std::string> dark = {"forward", "data_wait", "fill", "allreduce", "optimizer", "step"};
   return dark.count(name) ? "white" : "#222";
 }
 
@@ -229,9 +230,9 @@ void draw_windows(chart& c, const trace_model& m, int y_top, int y_bottom) {
 }
 
 int draw_legend(chart& c, int y) {
-  static const char* order[] = {"batch",    "data_wait", "h2d",        "preprocess", "forward",
-                                "backward", "allreduce", "optimizer",  "fill",       "slot_wait",
-                                "read",     "decode",    "crop_resize"};
+  static const char* order[] = {"batch",     "data_wait", "h2d",       "preprocess", "forward",
+                                "backward",  "allreduce", "optimizer", "step",       "fill",
+                                "slot_wait", "read",      "decode",    "crop_resize"};
   double x = label_w;
   c.out += "<g class=\"legend\" font-size=\"11\">\n";
   auto item = [&](const std::string& fill, const std::string& text, const char* extra) {
