@@ -116,6 +116,8 @@ if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x "$TRAINBENCH_PYTHON" ]; then PY=$TRAINBENCH_PYTHON
 else PY=python3; fi
 echo "python: $PY"
+# The tests' Python (torchrun, trace checks): this one, not the build machine's path compiled in.
+export TRAINBENCH_PYTHON=$PY
 missing=$($PY -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
   torch torchvision yaml) || die "cannot run $PY (set PYTHON to a Python with torch $TORCH_VERSION_PIN)"
 [ -z "$missing" ] || die "$PY lacks the Python module(s): $missing (the kit needs torch, torchvision and PyYAML; set PYTHON, or run scripts/setup.sh)"
@@ -136,38 +138,53 @@ else
 fi
 if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
+  [ -d "$prebuilt/prebuilt/libs" ] || die "no carried libraries in $prebuilt/prebuilt/libs (scripts/offline-deps.sh from this commit)"
 elif [ -n "$deps" ]; then
   [ -d "$deps/prefix/usr/include/yaml-cpp" ] || die "no yaml-cpp in $deps/prefix (scripts/offline-deps.sh DIR)"
+  [ -f "$deps/prefix/usr/include/postgresql/libpq-fe.h" ] || die "no libpq headers in $deps/prefix (scripts/offline-deps.sh from this commit)"
 else
   die "give --deps DIR or --prebuilt DIR (made by scripts/offline-deps.sh on a Debian machine)"
 fi
 
+# Only the libraries this host lacks go on the library path (scripts/lib-missing.sh), never a
+# carried copy of one it has: the wheel's LibTorch and CUDA first, then the links made here.
+libdir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-libs.XXXXXX")
+export LD_LIBRARY_PATH="$libdir:$torch_lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [ -n "$prebuilt" ]; then
   phase "prebuilt binaries"
-  export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
+  modules=$prebuilt/prebuilt/modules
   echo "prebuilt binaries (built on the development machine)" > "$out/route.txt"
+  scripts/lib-missing.sh "$prebuilt/prebuilt/libs" "$libdir" "$TB" "$TESTS" $(ls "$modules"/*.so 2>/dev/null) |
+    tee "$out/libs-missing.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the binaries cannot load on this host (libs-missing.txt)"
+  # The test modules travel beside the binaries, not at the build tree's paths compiled in.
+  [ -f "$modules/libtrainbench_nvtx_recorder.so" ] && export TRAINBENCH_NVTX_RECORDER=$modules/libtrainbench_nvtx_recorder.so
 else
   phase "build"
-  export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  # The prefix's libraries are for the linker (libpq's libldap through -rpath-link), and at run
+  # time only where this host lacks them (lib-missing.sh below), never on LD_LIBRARY_PATH whole.
+  rpath_link="-Wl,-rpath-link,$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/prefix/usr;$deps/prefix/usr/lib/x86_64-linux-gnu/cmake;$deps/prefix/usr/share/cmake" \
     -DCMAKE_INCLUDE_PATH="$deps/prefix/usr/include" -DCMAKE_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu" \
+    -DCMAKE_EXE_LINKER_FLAGS="$rpath_link" -DCMAKE_SHARED_LINKER_FLAGS="$rpath_link" -DCMAKE_MODULE_LINKER_FLAGS="$rpath_link" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "cmake failed"; }
   cmake --build build-gpu -j "$(nproc)" || die "build failed"
   TB=$PWD/build-gpu/trainbench
   TESTS=$PWD/build-gpu/tests/trainbench_tests
   echo "built on this host against the prefix" > "$out/route.txt"
+  scripts/lib-missing.sh "$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu" "$libdir" "$TB" "$TESTS" $(ls build-gpu/tests/*.so 2>/dev/null) |
+    tee "$out/libs-missing.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the binaries cannot load on this host (libs-missing.txt)"
 fi
 export TRAINBENCH_EXE=$TB TRAINBENCH_SOURCE_DIR=$PWD
-missing_libs=$(ldd "$TB" "$TESTS" | grep "not found" | sort -u)
-[ -z "$missing_libs" ] || die "the binaries lack shared libraries: $missing_libs"
 $TB --version || die "trainbench does not start"
 # nvJPEG (data.decode: device): the copy offline-deps.sh brought; else torchvision's own (a hashed
 # file name, built for the same CUDA 13); else decoding falls back to the host, and says so.
 if [ -z "${TRAINBENCH_NVJPEG:-}" ]; then
-  nv=$(ls "${prebuilt:-/nonexistent}"/prebuilt/lib/libnvjpeg.so.13 "${deps:-/nonexistent}"/prefix/usr/lib/*/libnvjpeg.so.13 2>/dev/null | head -1)
+  nv=$(ls "${prebuilt:-/nonexistent}"/prebuilt/nvjpeg/libnvjpeg.so.13 "${deps:-/nonexistent}"/prefix/usr/lib/*/libnvjpeg.so.13 2>/dev/null | head -1)
   [ -n "$nv" ] || nv=$($PY -c 'import glob, os, torchvision as t; print((glob.glob(os.path.join(os.path.dirname(t.__file__), "..", "torchvision.libs", "libnvjpeg*.so*")) + [""])[0])' 2>/dev/null)
   [ -n "$nv" ] && export TRAINBENCH_NVJPEG=$nv
 fi

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -87,9 +88,19 @@ nvtx_log read_nvtx(const fs::path& file) {
   return log;
 }
 
+// The recorder: the copy TRAINBENCH_NVTX_RECORDER names (scripts/gpu-check.sh: prebuilt binaries
+// travel without their build tree), else the one built beside these tests. A missing file would
+// show as no ranges at all (NVTX ignores an injection library it cannot load), so it is checked.
+std::string recorder() {
+  const char* env = std::getenv("TRAINBENCH_NVTX_RECORDER");
+  const std::string path = env && *env ? env : TRAINBENCH_NVTX_RECORDER;
+  INFO("the NVTX recorder (TRAINBENCH_NVTX_RECORDER, else the build tree's): " << path);
+  REQUIRE(fs::exists(path));
+  return path;
+}
+
 std::string nvtx_env(const fs::path& log) {
-  return "NVTX_INJECTION64_PATH='" + std::string(TRAINBENCH_NVTX_RECORDER) + "' TRAINBENCH_NVTX_LOG='" + log.string() +
-         "' ";
+  return "NVTX_INJECTION64_PATH='" + recorder() + "' TRAINBENCH_NVTX_LOG='" + log.string() + "' ";
 }
 
 std::string errors_of(const nvtx_log& log) {
@@ -323,13 +334,13 @@ TEST_CASE("NVTX: every push is popped when Ctrl-C stops the run inside a window"
   const auto dir = tbtest::scratch("e2e-nvtx-sigint");
   const auto profile = tbtest::tiny_profile(dir);
   const fs::path log = dir / "nvtx.log", err = dir / "stderr.txt";
-  const std::string exe = tbtest::exe(), log_env = log.string();
+  const std::string exe = tbtest::exe(), log_env = log.string(), injection = recorder();
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     (void)!freopen(err.c_str(), "w", stderr);
     (void)!freopen("/dev/null", "w", stdout);
-    setenv("NVTX_INJECTION64_PATH", TRAINBENCH_NVTX_RECORDER, 1);
+    setenv("NVTX_INJECTION64_PATH", injection.c_str(), 1);
     setenv("TRAINBENCH_NVTX_LOG", log_env.c_str(), 1);
     execl(exe.c_str(), exe.c_str(), "run", "--config", profile.c_str(), "--set", "measure.measured_batches=100000",
           "--set", "measure.nvtx=stage", static_cast<char*>(nullptr));
