@@ -17,6 +17,7 @@ dir=$2; shift 2
 for p in "${pools[@]}"; do
   [ -d "$p" ] || { echo "lib-missing.sh: no folder $p (scripts/carry-libs.sh makes it)" >&2; exit 2; }
 done
+for f in "$@"; do [ -f "$f" ] || { echo "lib-missing.sh: no such file: $f" >&2; exit 2; }; done
 mkdir -p "$dir"
 dir=$(realpath "$dir")
 find "$dir" -maxdepth 1 -type l -delete
@@ -24,7 +25,8 @@ export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 linked=0
 # At most one pass per carried library, and one more to see that nothing is left.
 for _ in $(seq 0 "$(find "${pools[@]}" -maxdepth 1 -name '*.so*' | wc -l)"); do
-  missing=$(ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u)
+  # ldd exits non-zero when a file is not a dynamic executable; the lines are what counts.
+  missing=$( (ldd "$@" 2>/dev/null || true) | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u)
   [ -z "$missing" ] && break
   uncarried=()
   for soname in $missing; do
@@ -47,4 +49,8 @@ for _ in $(seq 0 "$(find "${pools[@]}" -maxdepth 1 -name '*.so*' | wc -l)"); do
     exit 1
   fi
 done
-echo "lib-missing.sh: the host lacks $linked of the carried libraries; $dir links them"
+if [ $linked = 0 ]; then
+  echo "lib-missing.sh: the host has every library the files load; nothing linked"
+else
+  echo "lib-missing.sh: the host lacks $linked of the carried libraries; $dir links them"
+fi
