@@ -60,8 +60,8 @@ done
 # bottleneck 17, plus 77, dist 9, imagenet 57, resnet50 over 160 (cut); here each phase is sized to
 # its cap (see docs/gpu-check.md). setup: preflight, libraries, --version; reserve: SIGKILL grace,
 # compare, the page and the pack.
-declare -A plan=([setup]=8 [data]=12 [tests]=140 [ladder]=75 [reference]=85 [plus]=40 [decode]=20
-                 [resnet50]=50 [bottleneck]=18 [dist]=12 [sanitizer]=40 [imagenet]=25)
+declare -A plan=([setup]=8 [data]=12 [tests]=125 [ladder]=75 [reference]=100 [plus]=50 [decode]=20
+                 [resnet50]=50 [bottleneck]=15 [dist]=12 [sanitizer]=38 [imagenet]=20)
 reserve=15
 if [ -n "$phase_budget_arg" ]; then
   for kv in ${phase_budget_arg//,/ }; do
@@ -365,14 +365,14 @@ fi
 
 if start reference; then
   # The PyTorch reference (scripts/reference/pytorch_run.py) of the profiles below, in this order:
-  # torch.compile + overlap (07), the compile rung (06), PyTorch's best configuration where the
-  # reference has a profile for it, then two eager rungs. Globs under configs/; one that matches no
+  # torch.compile + overlap (07), the compile rung (06), PyTorch's best configuration (configs/best,
+  # fp16 first) where there is one, then two eager rungs. Globs under configs/; one that matches no
   # file (a rung not added yet) is named in the log and skipped. GPU_CHECK_REFERENCE overrides.
   # Reports: pytorch/ for configs/ladder, pytorch-<folder>/ for any other folder.
   if [ $quick = 1 ]; then
-    ref_default="ladder/07-* ladder/06-* ladder-plus/*best* ladder/04-* ladder/00-*"
+    ref_default="ladder/07-* ladder/06-* best/*fp16* best/*.yaml ladder-plus/*best* ladder/04-* ladder/00-*"
   else
-    ref_default="ladder/07-* ladder/06-* ladder-plus/*best* ladder/*.yaml ladder-plus/*.yaml"
+    ref_default="ladder/07-* ladder/06-* best/*fp16* best/*.yaml ladder/*.yaml ladder-plus/*.yaml"
   fi
   declare -A ref_done=()
   for pattern in ${GPU_CHECK_REFERENCE:-$ref_default}; do
@@ -393,6 +393,12 @@ fi
 
 if start plus; then
   within $TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds_other --quiet "${sets[@]}"
+  # trainbench's side of PyTorch's best configuration (configs/best: the same profiles the reference ran).
+  if ls configs/best/*.yaml > /dev/null 2>&1; then
+    within $TB ladder configs/best --out "$out/best" --rounds $rounds_other --quiet "${sets[@]}"
+  else
+    echo "plus: no configs/best: skipped"
+  fi
 fi
 
 if start decode; then

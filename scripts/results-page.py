@@ -226,11 +226,12 @@ def ratio_line(label, num, den, goal=None, fmt_goal=""):
     return f"- {label}: {an} {a:.1f} / {bn} {b:.1f} = **{r:.2f}x**{verdict}."
 
 
-def goals_open_section(ladder, plus, ref, ref_plus, r50, decode):
+def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None):
     """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
     print("\n## The goals of the compiled step and GPU input, as measured here\n")
     loops = {f"ladder/{n}": median(r) for n, r in ladder.items() if median(r) and not is_ceiling(r)}
     loops.update({f"ladder-plus/{n}": median(r) for n, r in plus.items() if median(r) and not is_ceiling(r)})
+    loops.update({f"best/{n}": median(r) for n, r in (best or {}).items() if median(r) and not is_ceiling(r)})
     comp_tb = next(((median(r), f"trainbench ladder/{n}") for n, r in ladder.items() if n.startswith("06-")),
                    (None, "trainbench ladder/06"))
     comp_py = next(((median(r), f"reference {n}") for n, r in ref.items() if n.startswith("06-")),
@@ -238,6 +239,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode):
     print(ratio_line("compile rung / torch.compile (same profile)", comp_tb, comp_py, 1.0, "at least 1.0x"))
     best_tb = max(((v, f"trainbench {k}") for k, v in loops.items()), default=(None, "trainbench's best rung"))
     refs = {f"reference {n}": median(r) for n, r in {**ref, **ref_plus}.items() if median(r)}
+    refs.update({f"reference best/{n}": median(r) for n, r in (ref_best or {}).items() if median(r)})
     best_refs = {k: v for k, v in refs.items() if "best" in k}
     best_py = max(((v, k) for k, v in best_refs.items()),
                   default=(None, "PyTorch's best configuration (torch.compile + channels_last)"))
@@ -378,6 +380,7 @@ def main():
     dirs = [os.path.abspath(d) for d in dirs]
     ladder, plus, ref = parts(dirs, "ladder"), parts(dirs, "ladder-plus"), parts(dirs, "pytorch")
     ref_plus = parts(dirs, "pytorch-ladder-plus")
+    best, ref_best = parts(dirs, "best"), parts(dirs, "pytorch-best")
     imagenet, r50 = parts(dirs, "imagenet"), parts(dirs, "resnet50")
     decode = decode_reports(dirs)
     any_report = next(iter({**r50, **imagenet, **plus, **ladder}.values()), {})
@@ -402,18 +405,22 @@ def main():
     failures = []
     bdir = last_existing(dirs, "bottleneck")
     goals_section(ladder, plus, ref, bdir)
-    goals_open_section(ladder, plus, ref, ref_plus, r50, decode)
+    goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best, ref_best)
     ladder_section(ladder, ref)
     svg = last_existing(dirs, "ladder", "ladder.svg")
     if svg:
         print(f"\n![ladder]({link(svg)})")
     plus_section(plus)
-    if ref_plus:
-        print("\n### The PyTorch reference of ladder-plus profiles\n")
-        print("| profile | reference samples/s | trainbench samples/s | trainbench / reference |\n|---|---:|---:|---:|")
-        for name, r in ref_plus.items():
-            tb, py = median(plus[name]) if name in plus else None, median(r)
-            print(f"| {name} | {fmt(py)} | {fmt(tb)} | {f'{tb / py:.2f}x' if tb and py else '–'} |")
+    for title, theirs, ours in [("ladder-plus profiles", ref_plus, plus),
+                                ("the best configuration (configs/best)", ref_best, best)]:
+        if not theirs and (not ours or ours is plus):  # ladder-plus alone has its own table above
+            continue
+        print(f"\n### trainbench and the PyTorch reference on {title}\n")
+        print("| profile | trainbench samples/s | reference samples/s | trainbench / reference |\n|---|---:|---:|---:|")
+        for name in sorted(set(theirs) | set(ours)):
+            tb = median(ours[name]) if name in ours else None
+            py = median(theirs[name]) if name in theirs else None
+            print(f"| {name} | {fmt(tb)} | {fmt(py)} | {f'{tb / py:.2f}x' if tb and py else '–'} |")
     levels_section([("ladder", ladder), ("ladder-plus", plus)])
     if bdir:
         failures += bottleneck_section(bdir)
@@ -421,8 +428,9 @@ def main():
     failures += decode_section(decode)
     imagenet_section(imagenet)
     resnet50_section(r50)
-    for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("reference", ref),
-                          ("reference ladder-plus", ref_plus), ("imagenet", imagenet), ("resnet50", r50)]:
+    for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("best", best), ("reference", ref),
+                          ("reference ladder-plus", ref_plus), ("reference best", ref_best), ("imagenet", imagenet),
+                          ("resnet50", r50)]:
         failures += failures_of(reports, part)
     failures += tests_section(dirs)
     sanitizer_section(dirs)
