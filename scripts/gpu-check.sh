@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # Run on an offline GPU host, from the repository root: build (or take prebuilt binaries), run
-# every [gpu] test, the ladders and the PyTorch reference for the same profiles, compare them,
-# and collect every report, the tables, the charts and a log in --out.
+# every [gpu] test case in a process of its own, the ladders and the PyTorch reference for the same
+# profiles, decoding on the host against the GPU, ResNet-50, bottleneck, NCCL and compute-sanitizer,
+# and collect every report, the tables, the charts, the per-test list and a log in --out.
 #   usage: scripts/gpu-check.sh [--deps DIR | --prebuilt DIR] [--out DIR] [--quick] [--rehearse]
-#                               [--budget S] [--only LIST] [--pack FILE]
+#                               [--budget S] [--only LIST] [--phase-budget P=S,...] [--tests-from FILE]
+#                               [--pack FILE] [--plan]
 #     --deps DIR      prefix made by scripts/offline-deps.sh (DIR/prefix): build here with Ninja
 #     --prebuilt DIR  binaries made by scripts/offline-deps.sh (DIR/prebuilt): skip the build
-#     --quick         fewer batches, repeats and rounds, fewer reference rungs
-#     --rehearse      on a machine without a GPU: every phase on the CPU with tiny settings (the
-#                     [gpu] tests are only listed), to check the kit before spending GPU time
-#     --budget S      finish within S seconds: each phase runs with the time left (then SIGINT, so
-#                     a ladder keeps the rungs it finished), the phases after it are skipped and
+#     --quick         the sizes that fit one call (fewer rounds, rungs and reference profiles)
+#     --rehearse      on a machine without a GPU: every phase on the CPU with tiny settings, each
+#                     [gpu] test case started in its own process (each must stop at "no CUDA
+#                     device"), to check the kit before spending GPU time; the budget is not enforced
+#     --budget S      finish within S seconds: each phase runs under its own cap (the plan below,
+#                     plus what earlier phases left unused), a phase that reaches it gets SIGINT (a
+#                     ladder keeps the rungs it finished), phases with no time left are skipped and
 #                     listed in skipped.txt; the results page and the pack always run
-#     --only LIST     the phases to run, comma-separated, from: tests ladder reference bottleneck
-#                     plus dist imagenet resnet50 sanitizer (default: all, in that order: their
-#                     priority)
+#     --only LIST     the phases to run, comma-separated, from: data tests ladder reference plus decode
+#                     resnet50 bottleneck dist sanitizer imagenet (default: all, in that order: their
+#                     priority; data runs whenever a selected phase needs it)
+#     --phase-budget  P=S,...: another cap for some phases (seconds), e.g. tests=200
+#     --tests-from F  run only the [gpu] test cases named in F, one a line (a first call's
+#                     gpu-tests-left.txt: the cases it did not finish)
 #     --pack FILE     end by packing --out into one .tar.gz (for a host that returns few files)
+#     --plan          print the plan (phases and their caps) and exit, 1 if it exceeds --budget
 set -uo pipefail
 cd "$(dirname "$0")/.."
-deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack=""
-all_phases="tests ladder reference bottleneck plus dist imagenet resnet50 sanitizer"
+deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack="" tests_from="" plan_only=0
+phase_budget_arg=""
+all_phases="data tests ladder reference plus decode resnet50 bottleneck dist sanitizer imagenet"
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) deps=$(realpath "$2"); shift 2 ;;
@@ -29,8 +38,11 @@ while [ $# -gt 0 ]; do
     --rehearse) rehearse=1; quick=1; shift ;;
     --budget) budget=$2; shift 2 ;;
     --only) only=${2//,/ }; only_given=1; shift 2 ;;
+    --phase-budget) phase_budget_arg=$2; shift 2 ;;
+    --tests-from) tests_from=$(realpath "$2"); shift 2 ;;
     --pack) pack=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --plan) plan_only=1; shift ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +52,51 @@ done
 for p in $only; do
   [[ " $all_phases " == *" $p "* ]] || { echo "gpu-check.sh: --only: unknown phase '$p' (phases: $all_phases)" >&2; exit 2; }
 done
+[ -z "$tests_from" ] || [ -f "$tests_from" ] || { echo "gpu-check.sh: --tests-from: no file $tests_from" >&2; exit 2; }
+
+# The plan of one call with --quick --budget 540 (a 15-minute lease: a minute or two to start the
+# machine, one call of 540 s, what it cut in a second call on the warm machine). From the first
+# H200 run (2026-12-04): tests took over 180 s (cut), ladder 79, reference 92 (three profiles),
+# bottleneck 17, plus 77, dist 9, imagenet 57, resnet50 over 160 (cut); here each phase is sized to
+# its cap (see docs/gpu-check.md). setup: preflight, libraries, --version; reserve: SIGKILL grace,
+# compare, the page and the pack.
+declare -A plan=([setup]=8 [data]=12 [tests]=125 [ladder]=75 [reference]=100 [plus]=50 [decode]=20
+                 [resnet50]=50 [bottleneck]=15 [dist]=12 [sanitizer]=38 [imagenet]=20)
+reserve=15
+if [ -n "$phase_budget_arg" ]; then
+  for kv in ${phase_budget_arg//,/ }; do
+    k=${kv%%=*} v=${kv#*=}
+    [[ " $all_phases " == *" $k "* ]] && [[ "$v" =~ ^[0-9]+$ ]] ||
+      { echo "gpu-check.sh: --phase-budget: '$kv' is not PHASE=SECONDS (phases: $all_phases)" >&2; exit 2; }
+    plan[$k]=$v
+  done
+fi
+selected() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
+# data runs whenever a phase that reads the generated sets runs.
+if [ -n "$only" ] && [[ " $only " != *" data "* ]]; then
+  for p in ladder reference plus decode resnet50 bottleneck dist imagenet; do
+    selected $p && { only="data $only"; break; }
+  done
+fi
+plan_sum=${plan[setup]}
+for p in $all_phases; do selected "$p" && plan_sum=$((plan_sum + ${plan[$p]})); done
+# Time no phase's plan claims (a smaller --only, a larger --budget) starts in the bank: each phase
+# may use its plan plus the bank, and gives back to it what it leaves unused.
+bank=0
+[ "$budget" -gt 0 ] && bank=$((budget - reserve - plan_sum))
+print_plan() {
+  echo "plan (seconds; a phase may also use what earlier phases left unused):"
+  printf '  %-11s %5s\n' setup "${plan[setup]}"
+  for p in $all_phases; do selected "$p" && printf '  %-11s %5s\n' "$p" "${plan[$p]}"; done
+  printf '  %-11s %5s\n' reserve "$reserve"
+  echo "  total       $((plan_sum + reserve)) of the budget's ${budget:-0}"
+  if [ "$budget" -gt 0 ] && [ "$bank" -lt 0 ]; then
+    echo "  over the budget by $((-bank)) s: the phases at the end get what is left, or are skipped"
+  fi
+}
+# --plan: exit 1 when the plan does not fit the budget.
+if [ $plan_only = 1 ]; then print_plan; [ "$budget" = 0 ] || [ "$bank" -ge 0 ]; exit; fi
+
 mkdir -p "$out"
 out=$(realpath "$out")
 log=$out/gpu-check.log
@@ -62,17 +119,38 @@ trap pack_out EXIT
 die() { echo "gpu-check.sh: $*"; exit 1; }
 t0=$(date +%s)
 phase_start=$t0
+current_phase=setup
+phase_cap=${plan[setup]}
+times_file=$out/phase-times.tsv
+printf 'phase\tplanned_s\tcap_s\ttaken_s\n' > "$times_file"
+# Ends the running phase: its seconds go to the log and phase-times.tsv, and what it left of its
+# cap goes to the bank.
+end_phase() {
+  local now taken; now=$(date +%s); taken=$((now - phase_start))
+  echo "-- $current_phase: $taken s (total $((now - t0)) s)"
+  printf '%s\t%s\t%s\t%s\n' "$current_phase" "${plan[$current_phase]:-}" "${phase_cap:-}" "$taken" >> "$times_file"
+  if [ -n "${plan[$current_phase]:-}" ]; then bank=$((bank + ${plan[$current_phase]} - taken)); fi
+  phase_start=$now
+}
 phase() {
-  local now; now=$(date +%s)
-  echo "-- ${current_phase:-start}: $((now - phase_start)) s (total $((now - t0)) s)"
-  current_phase=$1; phase_start=$now
+  end_phase
+  current_phase=$1 phase_cap=""
   echo "== $1"
 }
-# With --budget, 30 s stay for the results page and the pack (a stopped phase's SIGKILL comes 10 s
-# after its SIGINT, within them).
-left() { [ "$budget" -gt 0 ] && echo $((t0 + budget - 30 - $(date +%s))) || echo 999999; }
+now_s() { date +%s; }
+# Seconds left of the whole call (the reserve kept back); very large without --budget.
+left() { [ "$budget" -gt 0 ] && [ $rehearse = 0 ] && echo $((t0 + budget - reserve - $(now_s))) || echo 999999; }
+# Seconds left of the running phase's cap (its plan plus the bank when it started), at most left().
+phase_left() {
+  local l; l=$(left)
+  if [ "$budget" -gt 0 ] && [ $rehearse = 0 ]; then
+    local p=$((phase_start + ${phase_cap:-999999} - $(now_s)))
+    [ "$p" -lt "$l" ] && l=$p
+  fi
+  echo "$l"
+}
 skipped=()
-: > "$out/cut.txt"  # phases the budget stopped; a file, since within runs in pipelines' subshells
+: > "$out/cut.txt"  # phases stopped at their cap; a file, since limited runs in pipelines' subshells
 # SIGTERM (or SIGINT, where the shell that started the script did not ignore it): no further phase
 # starts; the page and the pack still run. The running phase's timeout is in a process group of
 # its own: signal that group to stop the phase too.
@@ -80,24 +158,28 @@ stop=0
 trap 'stop=1; echo "gpu-check.sh: signal: no further phase starts"' INT TERM
 # A selected phase with time left starts; any other is skipped (and listed when the budget did it).
 start() {
-  [ -z "$only" ] || [[ " $only " == *" $1 "* ]] || return 1
+  selected "$1" || return 1
   if [ $stop = 1 ]; then
     skipped+=("$1"); echo "== $1: skipped, stopped by a signal"; return 1
   fi
-  if [ "$(left)" -le 20 ]; then
+  if [ $rehearse = 0 ] && [ "$(left)" -le 10 ]; then
     skipped+=("$1"); echo "== $1: skipped, the budget is spent"; return 1
   fi
   phase "$1"
+  phase_cap=$(( ${plan[$1]} + (bank > 0 ? bank : 0) ))
+  if [ "$budget" -gt 0 ] && [ $rehearse = 0 ]; then
+    echo "   cap ${phase_cap} s (plan ${plan[$1]}, unused before it $((bank > 0 ? bank : 0))), $(left) s left of the call"
+  fi
 }
-# A command with the phase's time, or less (CAP s): SIGINT at the limit (trainbench then writes
-# what it has), SIGKILL GRACE s later, inside the 30 s kept. timeout signals its whole process
-# group, so a ladder's rungs stop with it; a phase it stopped is listed in cut.txt.
+# A command with the phase's time left, or less (CAP s): SIGINT at the limit (trainbench then
+# writes what it has), SIGKILL GRACE s later. timeout signals its whole process group, so a
+# ladder's rungs stop with it; a phase it stopped is listed in cut.txt.
 limited() {
   local cap=$1 grace=$2 l rc; shift 2
-  l=$(( $(left) - grace + 10 ))
+  l=$(( $(phase_left) - grace ))
   [ "$cap" -lt "$l" ] && l=$cap
-  if [ "$l" -le 5 ]; then
-    echo "gpu-check.sh: no time left for: $*"; echo "$current_phase" >> "$out/cut.txt"; return 124
+  if [ "$l" -le 3 ]; then
+    echo "gpu-check.sh: no time left in $current_phase for: $*"; echo "$current_phase" >> "$out/cut.txt"; return 124
   fi
   timeout -s INT -k "$grace" "$l" "$@"
   rc=$?
@@ -106,16 +188,19 @@ limited() {
   fi
   return $rc
 }
-within() { limited 999999 10 "$@"; }
-within_cap() { local cap=$1; shift; limited "$cap" 10 "$@"; }
+within() { limited 999999 8 "$@"; }
 
-phase "preflight"
+echo "== setup"
+[ $rehearse = 1 ] && echo "rehearsal: the plan is shown, not enforced (a CPU is far slower than the GPU it stands for)"
+print_plan
 # The project's own environment (scripts/setup.sh) when there is one, else python3 on PATH.
 source scripts/env.sh
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x "$TRAINBENCH_PYTHON" ]; then PY=$TRAINBENCH_PYTHON
 else PY=python3; fi
 echo "python: $PY"
+# The tests' Python (torchrun, trace checks): this one, not the build machine's path compiled in.
+export TRAINBENCH_PYTHON=$PY
 missing=$($PY -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
   torch torchvision yaml) || die "cannot run $PY (set PYTHON to a Python with torch $TORCH_VERSION_PIN)"
 [ -z "$missing" ] || die "$PY lacks the Python module(s): $missing (the kit needs torch, torchvision and PyYAML; set PYTHON, or run scripts/setup.sh)"
@@ -134,172 +219,288 @@ else
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || die "nvidia-smi failed"
   [ "$has_cuda" = 1 ] || die "$PY has no torch with CUDA"
 fi
+prefix_libs=""
 if [ -n "$prebuilt" ]; then
   [ -x "$prebuilt/prebuilt/trainbench" ] || die "no prebuilt binaries in $prebuilt/prebuilt (scripts/offline-deps.sh)"
+  [ -d "$prebuilt/prebuilt/libs" ] || die "no carried libraries in $prebuilt/prebuilt/libs (scripts/offline-deps.sh from this commit)"
 elif [ -n "$deps" ]; then
   [ -d "$deps/prefix/usr/include/yaml-cpp" ] || die "no yaml-cpp in $deps/prefix (scripts/offline-deps.sh DIR)"
+  [ -f "$deps/prefix/usr/include/postgresql/libpq-fe.h" ] || die "no libpq headers in $deps/prefix (scripts/offline-deps.sh from this commit)"
+  prefix_libs="$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu"
 else
   die "give --deps DIR or --prebuilt DIR (made by scripts/offline-deps.sh on a Debian machine)"
 fi
 
+# Only the libraries this host lacks go on the library path (scripts/lib-missing.sh), never a
+# carried copy of one it has: the wheel's LibTorch and CUDA first, then the links made here.
+libdir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-libs.XXXXXX")
+export LD_LIBRARY_PATH="$libdir:$torch_lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [ -n "$prebuilt" ]; then
-  phase "prebuilt binaries"
-  export LD_LIBRARY_PATH="$prebuilt/prebuilt/lib:$torch_lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
-  # The test binary's own path to the NVTX recorder is the development machine's.
-  if [ -f "$prebuilt/prebuilt/libtrainbench_nvtx_recorder.so" ]; then
-    export TRAINBENCH_NVTX_RECORDER=$prebuilt/prebuilt/libtrainbench_nvtx_recorder.so
-  fi
+  modules=$prebuilt/prebuilt/modules
   echo "prebuilt binaries (built on the development machine)" > "$out/route.txt"
+  scripts/lib-missing.sh "$prebuilt/prebuilt/libs" "$libdir" "$TB" "$TESTS" $(ls "$modules"/*.so 2>/dev/null) |
+    tee "$out/libs-missing.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the binaries cannot load on this host (libs-missing.txt)"
+  # The test modules travel beside the binaries, not at the build tree's paths compiled in.
+  [ -f "$modules/libtrainbench_nvtx_recorder.so" ] && export TRAINBENCH_NVTX_RECORDER=$modules/libtrainbench_nvtx_recorder.so
 else
   phase "build"
-  export LD_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  # The prefix's libraries are for the linker (libpq's libldap through -rpath-link), and at run
+  # time only where this host lacks them (lib-missing.sh below), never on LD_LIBRARY_PATH whole.
+  rpath_link="-Wl,-rpath-link,$deps/prefix/usr/lib/x86_64-linux-gnu:$deps/prefix/lib/x86_64-linux-gnu"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/prefix/usr;$deps/prefix/usr/lib/x86_64-linux-gnu/cmake;$deps/prefix/usr/share/cmake" \
     -DCMAKE_INCLUDE_PATH="$deps/prefix/usr/include" -DCMAKE_LIBRARY_PATH="$deps/prefix/usr/lib/x86_64-linux-gnu" \
+    -DCMAKE_EXE_LINKER_FLAGS="$rpath_link" -DCMAKE_SHARED_LINKER_FLAGS="$rpath_link" -DCMAKE_MODULE_LINKER_FLAGS="$rpath_link" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "cmake failed"; }
   cmake --build build-gpu -j "$(nproc)" || die "build failed"
   TB=$PWD/build-gpu/trainbench
   TESTS=$PWD/build-gpu/tests/trainbench_tests
   echo "built on this host against the prefix" > "$out/route.txt"
+  scripts/lib-missing.sh "$prefix_libs" "$libdir" "$TB" "$TESTS" $(ls build-gpu/tests/*.so 2>/dev/null) |
+    tee "$out/libs-missing.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the binaries cannot load on this host (libs-missing.txt)"
 fi
 export TRAINBENCH_EXE=$TB TRAINBENCH_SOURCE_DIR=$PWD
-missing_libs=$(ldd "$TB" "$TESTS" | grep "not found" | sort -u)
-[ -z "$missing_libs" ] || die "the binaries lack shared libraries: $missing_libs"
 $TB --version || die "trainbench does not start"
 # nvJPEG (data.decode: device): the copy offline-deps.sh brought; else torchvision's own (a hashed
 # file name, built for the same CUDA 13); else decoding falls back to the host, and says so.
 if [ -z "${TRAINBENCH_NVJPEG:-}" ]; then
-  nv=$(ls "${prebuilt:-/nonexistent}"/prebuilt/lib/libnvjpeg.so.13 "${deps:-/nonexistent}"/prefix/usr/lib/*/libnvjpeg.so.13 2>/dev/null | head -1)
+  nv=$(ls "${prebuilt:-/nonexistent}"/prebuilt/nvjpeg/libnvjpeg.so.13 "${deps:-/nonexistent}"/prefix/usr/lib/*/libnvjpeg.so.13 2>/dev/null | head -1)
   [ -n "$nv" ] || nv=$($PY -c 'import glob, os, torchvision as t; print((glob.glob(os.path.join(os.path.dirname(t.__file__), "..", "torchvision.libs", "libnvjpeg*.so*")) + [""])[0])' 2>/dev/null)
   [ -n "$nv" ] && export TRAINBENCH_NVJPEG=$nv
 fi
 echo "nvjpeg: ${TRAINBENCH_NVJPEG:-none found (data.decode: device falls back to the host)}"
-
-tests_rc=0
-if start tests; then
-  if [ $rehearse = 1 ]; then
-    # They need a GPU; listing proves the binary loads (Catch2 exits with the number listed).
-    $TESTS "[gpu]" --list-tests 2>&1 | tee "$out/gpu-tests.txt"
-    [ "${PIPESTATUS[0]}" -gt 0 ] && tests_rc=0 || tests_rc=1
-  else
-    # Catch2 has no per-test timeout: a hung test must not take the whole budget.
-    within_cap 300 $TESTS "[gpu]" -w NoTests --reporter compact 2>&1 | tee "$out/gpu-tests.txt"
-    tests_rc=${PIPESTATUS[0]}
-  fi
-fi
 
 sets=()
 [ $quick = 1 ] && sets=(--set measure.repeats=3)
 [ $rehearse = 1 ] && sets=(--set device=cpu --set data.image_size=32 --set train.batch_size=8 --set data.workers=1
   --set measure.warmup_batches=1 --set measure.measured_batches=2 --set measure.repeats=2)
 backend=$([ $rehearse = 1 ] && echo gloo || echo nccl)
-# Every rung and round in a fresh process, the rungs interleaved: --quick takes two rounds.
+# Every rung and round in a fresh process, the rungs interleaved. --quick: two rounds of the
+# article's ladder (the noise between processes), one of the others.
+# A rehearsal: one round of each (the same code path; a CPU takes minutes per fp16 round).
 rounds=$([ $quick = 1 ] && echo 2 || echo 3)
+rounds_other=$([ $quick = 1 ] && echo 1 || echo 3)
+[ $rehearse = 1 ] && rounds=1
 
-cifar() {
-  local data=data/cifar-10-batches-bin samples
-  samples=$([ $quick = 1 ] && echo 10000 || echo 50000)
-  [ -f $data/data_batch_1.bin ] || within $TB make-dataset cifar10 --out $data --samples $samples
-}
-# configs/imagenet and configs/resnet50/08 read data/imagenet: dead-leaves JPEGs of ImageNet's sizes.
-imagefolder() {
-  local per_class
-  per_class=$([ $rehearse = 1 ] && echo 10 || echo 100)
-  [ -f data/imagenet/GENERATED ] || within $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $per_class
-}
+if start data; then
+  # configs/ladder*: a random CIFAR-10-format set (make-dataset) when data/cifar-10-batches-bin is
+  # absent; configs/imagenet and resnet50/08: dead-leaves JPEGs of ImageNet's sizes in data/imagenet.
+  cifar=data/cifar-10-batches-bin
+  [ -f $cifar/data_batch_1.bin ] ||
+    within $TB make-dataset cifar10 --out $cifar --samples $([ $quick = 1 ] && echo 10000 || echo 50000)
+  [ -f data/imagenet/GENERATED ] ||
+    within $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $([ $rehearse = 1 ] && echo 10 || echo 100)
+fi
+
+tests_rc=0
+if start tests; then
+  # Each [gpu] test case in a process of its own under its own time limit (Catch2 has none): a
+  # hung case costs its cap, not the phase. The cases of scripts/gpu-tests-budget.txt get the cap
+  # it names and run last, the longest last; every other case gets 30 s and runs first, in Catch2's
+  # order. Out: gpu-tests.tsv (status, seconds, cap, name), gpu-tests.txt (every case's output) and
+  # gpu-tests-left.txt (the cases not finished: --tests-from of a second call).
+  mapfile -t names < <($TESTS "[gpu]" --list-test-names-only 2>/dev/null | sed '/^$/d')
+  [ ${#names[@]} -gt 0 ] || die "$TESTS lists no [gpu] test case"
+  if [ -n "$tests_from" ]; then
+    mapfile -t wanted < <(sed '/^$/d' "$tests_from")
+    kept=()
+    for n in "${names[@]}"; do
+      for w in "${wanted[@]}"; do [ "$n" = "$w" ] && kept+=("$n"); done
+    done
+    echo "--tests-from: ${#kept[@]} of the ${#names[@]} cases"
+    names=("${kept[@]}")
+  fi
+  declare -A cap_of=()
+  while IFS=$'\t' read -r secs name; do
+    [[ "$secs" =~ ^[0-9]+$ ]] && cap_of[$name]=$secs
+  done < <(grep -v '^#' scripts/gpu-tests-budget.txt)
+  # Order: the cap (30 for unlisted cases), then Catch2's order.
+  mapfile -t order < <(for i in "${!names[@]}"; do
+    printf '%s\t%s\t%s\n' "${cap_of[${names[$i]}]:-30}" "$i" "${names[$i]}"; done | sort -t$'\t' -k1,1n -k2,2n)
+  printf 'status\tseconds\tcap_s\tname\n' > "$out/gpu-tests.tsv"
+  : > "$out/gpu-tests.txt"
+  : > "$out/gpu-tests-left.txt"
+  for row in "${order[@]}"; do
+    IFS=$'\t' read -r cap _ name <<< "$row"
+    # Catch2's test spec: a comma separates two specs, a backslash escapes.
+    spec=${name//\\/\\\\}; spec=${spec//,/\\,}
+    l=$(( $(phase_left) - 5 ))
+    if [ $stop = 1 ] || { [ $rehearse = 0 ] && [ "$l" -lt 10 ]; }; then
+      printf 'not-run\t0\t%s\t%s\n' "$cap" "$name" >> "$out/gpu-tests.tsv"
+      echo "$name" >> "$out/gpu-tests-left.txt"
+      continue
+    fi
+    [ $rehearse = 0 ] && [ "$cap" -gt "$l" ] && cap=$l
+    s0=$(date +%s%N)
+    timeout -s INT -k 5 "$cap" "$TESTS" "$spec" -w NoTests --reporter compact > "$out/.test-out" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - s0) / 1000000 )); secs=$((ms / 1000)).$(( (ms % 1000) / 100 ))
+    if [ $rehearse = 1 ]; then
+      # No GPU: each case must have been found and stopped at its require_cuda().
+      grep -q "no CUDA device" "$out/.test-out" && status=rehearsed || status=broken
+    elif [ $rc = 0 ]; then status=pass
+    elif [ $rc = 124 ] || [ $rc = 137 ]; then status=timeout
+    else status=fail; fi
+    printf '%s\t%s\t%s\t%s\n' "$status" "$secs" "$cap" "$name" >> "$out/gpu-tests.tsv"
+    { echo "== $name: $status in $secs s (cap $cap s, exit $rc)"; cat "$out/.test-out"; echo; } >> "$out/gpu-tests.txt"
+    printf '%-9s %6s s  %s\n' "$status" "$secs" "$name"
+    case $status in pass|rehearsed) ;; timeout) echo "$name" >> "$out/gpu-tests-left.txt"; tests_rc=1 ;; *) tests_rc=1 ;; esac
+  done
+  rm -f "$out/.test-out"
+  summary=$(awk -F'\t' 'NR > 1 {n[$1]++} END {for (s in n) printf "%s %d, ", s, n[s]}' "$out/gpu-tests.tsv")
+  echo "[gpu] test cases: ${summary%, } (gpu-tests.tsv)"
+  if [ -s "$out/gpu-tests-left.txt" ]; then
+    echo "not finished (a second call: --only tests --tests-from gpu-tests-left.txt):"; sed 's/^/  /' "$out/gpu-tests-left.txt"
+    echo tests >> "$out/cut.txt"
+  fi
+fi
 
 if start ladder; then
-  cifar
   within $TB ladder configs/ladder --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
 fi
 
 if start reference; then
-  # The PyTorch reference of the same profiles (its 07 is torch.compile + overlap: goal 1's baseline).
-  cifar
-  mkdir -p "$out/pytorch"
-  # 07 first: the first goal needs it whatever the budget leaves for the others.
-  rungs=(configs/ladder/07-stream-overlap.yaml $(ls configs/ladder/*.yaml | grep -v 07-stream-overlap))
-  [ $quick = 1 ] && rungs=(configs/ladder/07-stream-overlap.yaml configs/ladder/00-baseline.yaml configs/ladder/04-amp.yaml)
-  for f in "${rungs[@]}"; do
-    n=$(basename "$f" .yaml)
-    within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/pytorch/$n.json" ||
-      echo "reference $n failed"
+  # The PyTorch reference (scripts/reference/pytorch_run.py) of the profiles below, in this order:
+  # torch.compile + overlap (07), the compile rung (06), PyTorch's best configuration (configs/best,
+  # fp16 first) where there is one, then two eager rungs. Globs under configs/; one that matches no
+  # file (a rung not added yet) is named in the log and skipped. GPU_CHECK_REFERENCE overrides.
+  # Reports: pytorch/ for configs/ladder, pytorch-<folder>/ for any other folder.
+  if [ $quick = 1 ]; then
+    ref_default="ladder/07-* ladder/06-* best/*fp16* best/*.yaml ladder-plus/*best* ladder/04-* ladder/00-*"
+  else
+    ref_default="ladder/07-* ladder/06-* best/*fp16* best/*.yaml ladder/*.yaml ladder-plus/*.yaml"
+  fi
+  declare -A ref_done=()
+  for pattern in ${GPU_CHECK_REFERENCE:-$ref_default}; do
+    files=$(ls configs/$pattern 2>/dev/null | grep '\.yaml$')
+    [ -n "$files" ] || { echo "reference: no profile configs/$pattern: skipped"; continue; }
+    for f in $files; do
+      [ -n "${ref_done[$f]:-}" ] && continue
+      ref_done[$f]=1
+      folder=$(basename "$(dirname "$f")")
+      dest=$out/pytorch$([ "$folder" = ladder ] || echo "-$folder")
+      mkdir -p "$dest"
+      n=$(basename "$f" .yaml)
+      within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$dest/$n.json" ||
+        echo "reference $folder/$n failed"
+    done
   done
 fi
 
+if start plus; then
+  within $TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds_other --quiet "${sets[@]}"
+  # trainbench's side of PyTorch's best configuration (configs/best: the same profiles the reference ran).
+  if ls configs/best/*.yaml > /dev/null 2>&1; then
+    within $TB ladder configs/best --out "$out/best" --rounds $rounds_other --quiet "${sets[@]}"
+  else
+    echo "plus: no configs/best: skipped"
+  fi
+fi
+
+if start decode; then
+  # bench-data on the JPEGs: the same profile decoded by libjpeg-turbo in the loader's workers
+  # (data.decode: host) and by nvJPEG on the GPU (device); images/s and device / host on the page.
+  mkdir -p "$out/decode"
+  for mode in device host; do
+    within $TB bench-data -q -c configs/imagenet/05-device-decode.yaml --set data.decode=$mode \
+      --processes $rounds_other "${sets[@]}" --out "$out/decode/$mode.json" || echo "bench-data $mode failed"
+  done
+fi
+
+if start resnet50; then
+  # ResNet-50 to NVIDIA's recipe: --quick takes the recipe on input made on the device (its rate
+  # against MLPerf's), with a CUDA graph, on the host's loader, and on JPEGs; the reports carry the
+  # share of the tensor-core peak. GPU_CHECK_RESNET50 (rung names) overrides.
+  r50=("${sets[@]}")
+  r50_files=()
+  if [ $quick = 1 ]; then
+    [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
+    for n in ${GPU_CHECK_RESNET50:-06-recipe-device-synthetic 07-cuda-graph 08-recipe-imagefolder 05-recipe}; do
+      f=$(ls configs/resnet50/$n.yaml configs/resnet50/$n-*.yaml 2>/dev/null | head -1)
+      [ -n "$f" ] && r50_files+=("$f") || echo "resnet50: no profile configs/resnet50/$n: skipped"
+    done
+  else
+    r50_files=(configs/resnet50)
+  fi
+  [ ${#r50_files[@]} -gt 0 ] &&
+    within $TB ladder "${r50_files[@]}" --out "$out/resnet50" --rounds $rounds_other --quiet "${r50[@]}"
+fi
+
 if start bottleneck; then
-  # Each rung against its compute ceiling (same step, one reused device batch), interleaved: goal 2.
-  cifar
+  # Each rung against its compute ceiling (same step, one reused device batch), interleaved.
   for n in 07-stream-overlap 01-workers; do
     within $TB bottleneck -c configs/ladder/$n.yaml --rounds 2 --out "$out/bottleneck/$n" --quiet "${sets[@]}" ||
       echo "bottleneck $n failed"
   done
 fi
 
-if start plus; then
-  cifar
-  within $TB ladder configs/ladder-plus --out "$out/ladder-plus" --rounds $rounds --quiet "${sets[@]}"
-fi
-
 if start dist; then
   # One GPU: NCCL with one rank (NCCL needs a GPU per rank), against the ladder's rung as baseline.
-  cifar
   # The ladder's 04 as baseline, only if it finished (a refused baseline would stop the run).
   base=$(ls "$out"/ladder/*04-amp*.json 2>/dev/null | head -1)
   [ -n "$base" ] && ! grep -q '"status": "ok"' "$base" && base=""
   # torchrun starts its worker in a session of its own: timeout's group signal misses it, and
   # torchrun forwards SIGINT and waits up to 30 s before killing it, hence the longer grace.
-  limited 999999 40 $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
+  limited 999999 30 $PY -m torch.distributed.run --nproc-per-node 1 --master-port 29561 --no-python "$TB" run \
     --config configs/ladder/04-amp.yaml --set dist.backend=$backend "${sets[@]}" --out "$out/dist-$backend-1.json" \
     ${base:+--baseline "$base"} || echo "data-parallel $backend run failed"
 fi
 
-if start imagenet; then
-  # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
-  imagefolder
-  within $TB ladder configs/imagenet --out "$out/imagenet" --rounds $rounds --quiet "${sets[@]}"
-fi
-
-if start resnet50; then
-  # ResNet-50 up to NVIDIA's recipe (and on JPEGs in 08): reports carry the share of the tensor-core peak.
-  imagefolder
-  r50=("${sets[@]}")
-  [ $quick = 1 ] && [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
-  within $TB ladder configs/resnet50 --out "$out/resnet50" --rounds $rounds --quiet "${r50[@]}"
-fi
-
 if start sanitizer; then
-  # The copy stream's [gpu] test under compute-sanitizer: memcheck (out-of-bounds and misaligned
-  # accesses, leaks of device memory) and racecheck (shared-memory hazards in the kernels it runs).
-  # PyTorch's caching allocator hides its blocks' bounds from memcheck: turned off for it.
-  # A comma in a Catch2 test spec separates two specs, hence the backslash.
+  # compute-sanitizer memcheck (out-of-bounds and misaligned accesses, leaks of device memory) and
+  # racecheck (shared-memory hazards) on two [gpu] test cases: the copy stream, and nvJPEG's decode
+  # into the batch. PyTorch's caching allocator hides its blocks' bounds from memcheck: turned off
+  # for it. Each run gets an equal share of what is left of the phase.
   cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  sanitized=("copy stream delivers every batch intact\\, with slow and fast steps"
+             "nvJPEG decode + device crop gives the host path's batches within IDCT tolerance")
   if [ $rehearse = 1 ] || [ ! -x "$cs" ]; then
     echo "no compute-sanitizer (PATH, \$CUDA_HOME/bin), or a rehearsal: skipped" | tee "$out/sanitizer-memcheck.txt"
   else
+    runs_left=$((2 * ${#sanitized[@]}))
     for tool in memcheck racecheck; do
-      extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
-      PYTORCH_NO_CUDA_MEMORY_CACHING=$([ $tool = memcheck ] && echo 1 || echo 0) \
-        within "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 \
-        $TESTS "copy stream delivers every batch intact\\, with slow and fast steps" -w NoTests 2>&1 |
-        tee "$out/sanitizer-$tool.txt"
-      echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
+      : > "$out/sanitizer-$tool.txt"
+      for t in "${sanitized[@]}"; do
+        extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
+        share=$(( $(phase_left) / runs_left )); runs_left=$((runs_left - 1))
+        echo "== $tool: $t" >> "$out/sanitizer-$tool.txt"
+        PYTORCH_NO_CUDA_MEMORY_CACHING=$([ $tool = memcheck ] && echo 1 || echo 0) \
+          limited "$share" 5 "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 $TESTS "$t" -w NoTests 2>&1 |
+          tee -a "$out/sanitizer-$tool.txt"
+        echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
+      done
     done
   fi
+fi
+
+if start imagenet; then
+  # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
+  within $TB ladder configs/imagenet --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
 fi
 
 phase "results"
 printf '%s\n' "${skipped[@]}" > "$out/skipped.txt"
 sort -u -o "$out/cut.txt" "$out/cut.txt"
-[ -s "$out/cut.txt" ] && echo "stopped by the budget: $(tr '\n' ' ' < "$out/cut.txt")"
+[ -s "$out/cut.txt" ] && echo "stopped by their caps: $(tr '\n' ' ' < "$out/cut.txt")"
 [ ${#skipped[@]} -gt 0 ] && echo "skipped (budget): ${skipped[*]}"
-[ -d "$out/pytorch" ] && [ -d "$out/ladder" ] &&
-  $TB compare "$out/pytorch" "$out/ladder" --format markdown | tee "$out/compare.md"
+# The reference against trainbench's rungs of the same profiles: pytorch/ against ladder/,
+# pytorch-<folder>/ against <folder>/.
+for d in "$out"/pytorch*; do
+  [ -d "$d" ] || continue
+  name=${d##*/}
+  if [ "$name" = pytorch ]; then ours=$out/ladder md=$out/compare.md
+  else ours=$out/${name#pytorch-} md=$out/compare-${name#pytorch-}.md; fi
+  [ -d "$ours" ] && $TB compare "$d" "$ours" --format markdown | tee "$md"
+done
 $PY scripts/results-page.py --out-dir "$out" > "$out/results.md" || echo "results page failed"
 
-phase "end"
+end_phase
+echo "== end: $(($(now_s) - t0)) s of ${budget} (phase-times.tsv)"
+column -t -s $'\t' "$times_file" 2>/dev/null || cat "$times_file"
 echo "gpu tests exit code: $tests_rc; everything is in $out"
 pack_out
 exit $tests_rc

@@ -2,19 +2,34 @@
 """Writes the Markdown page for docs/results/ from gpu-check output folders: the article's ladder
 next to the PyTorch reference and the article's numbers, the extra rungs, the two goals of the
 first GPU run, the image-folder and ResNet-50 ladders, and everything that failed or was skipped.
-    scripts/results-page.py --out-dir DIR [--out-dir DIR2 ...] > page.md
+    scripts/results-page.py --out-dir DIR [--out-dir DIR2 ...] [--raw-dir NAME] [--append FILE] > page.md
 Several folders (say, two budgeted calls with different --only phases) are merged; for a part
-present in more than one, the last folder given wins."""
+present in more than one, the last folder given wins. --raw-dir: the folder beside the page that
+holds the raw reports (docs/results/<page>/), so that the page's links (the charts, the per-test
+list) point into it. --append: a Markdown file added at the end as it is (what the run's failures
+turned out to be, written after the run)."""
 import argparse
 import glob
 import json
 import os
+import re
 
 ARTICLE = {"00-baseline": 542.7, "01-workers": 797.8, "02-pin-memory": 964.5, "03-non-blocking": 1019.5,
            "04-amp": 1628.8, "05-batch-512": 2201.6, "06-cuda-graph": 2704.4, "07-stream-overlap": 3173.4}
 # NVIDIA DeepLearningExamples, ResNet-50 v1.5 training, one GPU (img/s): see configs/resnet50/00-baseline.yaml.
 NVIDIA_R50 = "A100 80 GB: 2470 AMP, 938 TF32; V100 16 GB: 1200 AMP, 367 FP32"
 STAGES = ["data_wait", "h2d", "preprocess", "forward", "backward", "allreduce", "optimizer"]
+# NVIDIA's MLPerf Training v4.0 ResNet-50 on the H200, images/s per GPU (the goal of the ResNet-50 recipe).
+MLPERF_R50_H200 = 7951.0
+PHASES = ["setup", "build", "data", "tests", "ladder", "reference", "plus", "decode", "resnet50", "bottleneck",
+          "dist", "sanitizer", "imagenet"]
+RAW = ""   # --raw-dir with a trailing slash, or ""
+BASE = ""  # the folder the raw-dir stands for: the out dirs' common parent (or the one out dir)
+
+
+def link(path):
+    """A link from the page to a file of an out dir: through --raw-dir when given."""
+    return RAW + os.path.relpath(path, BASE) if RAW else os.path.relpath(path, BASE)
 
 
 def load(folder):
@@ -200,6 +215,108 @@ def bottleneck_section(folder):
     return failures
 
 
+def ratio_line(label, num, den, goal=None, fmt_goal=""):
+    """One goal: the two figures, their ratio, and the verdict when a goal is given."""
+    (a, an), (b, bn) = num, den
+    if a is None or b is None:
+        missing = an if a is None else bn
+        return f"- {label}: not measured ({missing}: no finished report)."
+    r = a / b
+    verdict = "" if goal is None else f" (goal {fmt_goal}: {'met' if r >= goal else 'not met'})"
+    return f"- {label}: {an} {a:.1f} / {bn} {b:.1f} = **{r:.2f}x**{verdict}."
+
+
+def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None):
+    """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
+    print("\n## The goals of the compiled step and GPU input, as measured here\n")
+    loops = {f"ladder/{n}": median(r) for n, r in ladder.items() if median(r) and not is_ceiling(r)}
+    loops.update({f"ladder-plus/{n}": median(r) for n, r in plus.items() if median(r) and not is_ceiling(r)})
+    loops.update({f"best/{n}": median(r) for n, r in (best or {}).items() if median(r) and not is_ceiling(r)})
+    comp_tb = next(((median(r), f"trainbench ladder/{n}") for n, r in ladder.items() if n.startswith("06-")),
+                   (None, "trainbench ladder/06"))
+    comp_py = next(((median(r), f"reference {n}") for n, r in ref.items() if n.startswith("06-")),
+                   (None, "the reference's 06 (torch.compile)"))
+    print(ratio_line("compile rung / torch.compile (same profile)", comp_tb, comp_py, 1.0, "at least 1.0x"))
+    best_tb = max(((v, f"trainbench {k}") for k, v in loops.items()), default=(None, "trainbench's best rung"))
+    refs = {f"reference {n}": median(r) for n, r in {**ref, **ref_plus}.items() if median(r)}
+    refs.update({f"reference best/{n}": median(r) for n, r in (ref_best or {}).items() if median(r)})
+    best_refs = {k: v for k, v in refs.items() if "best" in k}
+    best_py = max(((v, k) for k, v in best_refs.items()),
+                  default=(None, "PyTorch's best configuration (torch.compile + channels_last)"))
+    print(ratio_line("best / PyTorch's best configuration", best_tb, best_py, 1.25, "at least 1.25x"))
+    syn = [(median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items() if median(r) and is_ceiling(r)]
+    best_syn = max(syn, default=(None, "resnet50 on device-made input"))
+    print(ratio_line("ResNet-50 recipe / MLPerf's 7,951 images/s on the H200", best_syn,
+                     (MLPERF_R50_H200, "MLPerf"), 1.0, "at least 1.0x"))
+    jpeg = next(((median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items()
+                 if "imagefolder" in n and median(r)), (None, "resnet50 on JPEGs"))
+    print(ratio_line("ResNet-50: JPEG / device-made input", jpeg, best_syn))
+    fp16 = next(((median(r), f"ladder-plus/{n}") for n, r in plus.items()
+                 if (r.get("effective") or {}).get("amp") == "fp16" and not is_ceiling(r) and "tf32" in n),
+                (None, "ladder-plus fp16 rung"))
+    bf16 = next(((median(r), f"ladder-plus/{n}") for n, r in plus.items()
+                 if (r.get("effective") or {}).get("amp") == "bf16" and not is_ceiling(r)),
+                (None, "ladder-plus bf16 rung"))
+    print(ratio_line("bf16 / fp16 (ladder-plus)", bf16, fp16, 0.95, "within 5%"))
+    dev, host = decode.get("device"), decode.get("host")
+    rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
+        if (r or {}).get("status") == "ok" else None
+    if dev or host:
+        print(ratio_line("decode images/s (bench-data): device / host", (rate(dev), "device"), (rate(host), "host")))
+    else:
+        print("- decode images/s (bench-data): not measured (no decode/ reports: the kit's decode phase did not run; "
+              "the JPEG ladder's rungs train as well as decode).")
+
+
+def tests_section(dirs):
+    """The [gpu] test cases: the per-case list when the kit ran each in its own process, else the
+    one process's output with repeated lines counted."""
+    tsv = last_existing(dirs, "gpu-tests.tsv")
+    if tsv:
+        rows = [line.rstrip("\n").split("\t") for line in open(tsv)][1:]
+        counts = {}
+        for r in rows:
+            counts[r[0]] = counts.get(r[0], 0) + 1
+        print("\n## [gpu] test cases (each in a process of its own)\n")
+        print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" of {len(rows)}; "
+              f"every case's output: [gpu-tests.txt]({link(last_existing(dirs, 'gpu-tests.txt') or tsv)})\n")
+        print("| status | seconds | cap (s) | test case |\n|---|---:|---:|---|")
+        for r in rows:
+            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |")
+        return [f"[gpu] test {r[0]}: {r[3]}" for r in rows if r[0] not in ("pass", "rehearsed")]
+    tests = last_existing(dirs, "gpu-tests.txt")
+    if not tests:
+        return []
+    collapsed = []
+    for line in open(tests).read().strip().splitlines():
+        if collapsed and collapsed[-1][0] == line:
+            collapsed[-1][1] += 1
+        else:
+            collapsed.append([line, 1])
+    print("\n## [gpu] tests (one process, failures only)\n")
+    print(f"Repeated lines are counted (`(x N)`); the whole output: [gpu-tests.txt]({link(tests)}).\n")
+    print("```\n" + "\n".join(t + (f"  (x {n})" if n > 1 else "") for t, n in collapsed[-25:]) + "\n```")
+    return []
+
+
+def phase_times(d):
+    """A call's phases and seconds: phase-times.tsv, else the log's '-- PHASE: N s' lines."""
+    tsv = os.path.join(d, "phase-times.tsv")
+    if os.path.exists(tsv):
+        rows = [line.rstrip("\n").split("\t") for line in open(tsv)][1:]
+        return [(r[0], r[3], r[1], r[2]) for r in rows]
+    log = os.path.join(d, "gpu-check.log")
+    if not os.path.exists(log):
+        return []
+    return [(m.group(1), m.group(2), "", "") for m in re.finditer(r"^-- ([\w ]+): (\d+) s \(total", open(log).read(), re.M)
+            if m.group(1) != "start"]
+
+
+def ran_phases(d):
+    """The phases a call started (not skipped), from its phase-times.tsv or its log."""
+    return {p for p, *_ in phase_times(d)}
+
+
 def last_existing(dirs, *parts):
     found = [os.path.join(d, *parts) for d in dirs if os.path.exists(os.path.join(d, *parts))]
     return found[-1] if found else None
@@ -210,12 +327,62 @@ def parts(dirs, name):
     return load(folder) if folder else {}
 
 
+def decode_reports(dirs):
+    folder = last_existing(dirs, "decode")
+    out = {}
+    for mode in ("device", "host"):
+        f = os.path.join(folder, f"{mode}.json") if folder else ""
+        if f and os.path.exists(f):
+            try:
+                out[mode] = json.load(open(f))
+            except ValueError:
+                pass
+    return out
+
+
+def decode_section(decode):
+    if not decode:
+        return []
+    print("\n## Decoding JPEGs: host against GPU (`bench-data`, configs/imagenet/05-device-decode.yaml)\n")
+    print("| decode | images/s | IQR | processes | notes |\n|---|---:|---|---:|---|")
+    failures = []
+    for mode, r in decode.items():
+        s = (r.get("results") or {}).get("samples_per_s") or {}
+        p = ((r.get("results") or {}).get("processes") or {}).get("measured", "–")
+        iqr = f"{s.get('q1', 0):.0f}–{s.get('q3', 0):.0f}" if median(r) else "–"
+        print(f"| {mode} | {fmt(median(r))} | {iqr} | {p} | {notes_of(r)} |")
+        if r.get("status") != "ok":
+            failures.append(f"decode {mode}: {(r.get('error') or {}).get('message', r.get('status'))}")
+    return failures
+
+
+def sanitizer_section(dirs):
+    for tool in ["memcheck", "racecheck"]:
+        f = last_existing(dirs, f"sanitizer-{tool}.txt")
+        if not f:
+            continue
+        lines = open(f).read().strip().splitlines()
+        keep = [t for t in lines if t.startswith("== ") or "ERROR SUMMARY" in t or "RACECHECK SUMMARY" in t
+                or t.startswith("compute-sanitizer ") or "skipped" in t or "LEAK SUMMARY" in t]
+        print(f"\n## compute-sanitizer {tool}\n\n```\n" + "\n".join(keep or lines[-8:]) + "\n```")
+
+
 def main():
+    global RAW, BASE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", action="append", required=True, help="a gpu-check --out folder (repeatable)")
-    dirs = ap.parse_args().out_dir
+    ap.add_argument("--raw-dir", default="", help="the folder beside the page holding the raw reports")
+    ap.add_argument("--append", help="a Markdown file to add at the end")
+    args = ap.parse_args()
+    dirs = args.out_dir
+    RAW = args.raw_dir.rstrip("/") + "/" if args.raw_dir else ""
+    BASE = os.path.commonpath([os.path.abspath(d) for d in dirs]) if len(dirs) > 1 else os.path.abspath(dirs[0])
+    dirs = [os.path.abspath(d) for d in dirs]
     ladder, plus, ref = parts(dirs, "ladder"), parts(dirs, "ladder-plus"), parts(dirs, "pytorch")
+    ref_plus = parts(dirs, "pytorch-ladder-plus")
+    best, ref_best = parts(dirs, "best"), parts(dirs, "pytorch-best")
     imagenet, r50 = parts(dirs, "imagenet"), parts(dirs, "resnet50")
+    decode = decode_reports(dirs)
     any_report = next(iter({**r50, **imagenet, **plus, **ladder}.values()), {})
     c = any_report.get("context") or {}
     gpu = c.get("gpu") or {}
@@ -227,47 +394,79 @@ def main():
           f"CPU {cpu.get('model', '?')} x {cpu.get('cores', '?')}")
     route = last_existing(dirs, "route.txt")
     print(f"- binaries: {open(route).read().strip() if route else '?'}")
+    missing = [line.split()[3] for d in dirs if os.path.exists(os.path.join(d, "libs-missing.txt"))
+               for line in open(os.path.join(d, "libs-missing.txt")) if line.startswith("the host lacks ")]
+    if missing:
+        print(f"- libraries this host lacked, put on its path from the carried ones: {', '.join(sorted(set(missing)))}")
+    if RAW:
+        print(f"- raw reports, logs and the per-call pages of the kit: [{RAW}]({RAW})")
     print(f"- trainbench {any_report.get('tool', {}).get('version', '?')} ({any_report.get('tool', {}).get('git', '?')}); "
           "data: " + ("generated (make-dataset)" if c.get("data_generated") else "as the profiles name it"))
     failures = []
     bdir = last_existing(dirs, "bottleneck")
     goals_section(ladder, plus, ref, bdir)
+    goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best, ref_best)
     ladder_section(ladder, ref)
-    print("\n![ladder](ladder/ladder.svg)")
+    svg = last_existing(dirs, "ladder", "ladder.svg")
+    if svg:
+        print(f"\n![ladder]({link(svg)})")
     plus_section(plus)
+    for title, theirs, ours in [("ladder-plus profiles", ref_plus, plus),
+                                ("the best configuration (configs/best)", ref_best, best)]:
+        if not theirs and (not ours or ours is plus):  # ladder-plus alone has its own table above
+            continue
+        print(f"\n### trainbench and the PyTorch reference on {title}\n")
+        print("| profile | trainbench samples/s | reference samples/s | trainbench / reference |\n|---|---:|---:|---:|")
+        for name in sorted(set(theirs) | set(ours)):
+            tb = median(ours[name]) if name in ours else None
+            py = median(theirs[name]) if name in theirs else None
+            print(f"| {name} | {fmt(tb)} | {fmt(py)} | {f'{tb / py:.2f}x' if tb and py else '–'} |")
     levels_section([("ladder", ladder), ("ladder-plus", plus)])
     if bdir:
         failures += bottleneck_section(bdir)
     failures += dist_section(last_existing(dirs, "dist-nccl-1.json") or last_existing(dirs, "dist-gloo-1.json"))
+    failures += decode_section(decode)
     imagenet_section(imagenet)
     resnet50_section(r50)
-    for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("reference", ref), ("imagenet", imagenet),
+    for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("best", best), ("reference", ref),
+                          ("reference ladder-plus", ref_plus), ("reference best", ref_best), ("imagenet", imagenet),
                           ("resnet50", r50)]:
         failures += failures_of(reports, part)
-    tests = last_existing(dirs, "gpu-tests.txt")
-    if tests:
-        lines = open(tests).read().strip().splitlines()
-        print("\n## [gpu] tests\n\n```\n" + "\n".join(lines[-15:]) + "\n```")
-    for tool in ["memcheck", "racecheck"]:
-        f = last_existing(dirs, f"sanitizer-{tool}.txt")
-        if f:
-            lines = open(f).read().strip().splitlines()
-            print(f"\n## compute-sanitizer {tool} (copy-stream test)\n\n```\n" + "\n".join(lines[-8:]) + "\n```")
-    # A phase one call skipped and another ran is not skipped.
+    failures += tests_section(dirs)
+    sanitizer_section(dirs)
+    # A phase one call skipped or cut and a later call ran to its end is neither.
     output_of = {"tests": "gpu-tests.txt", "ladder": "ladder", "reference": "pytorch", "bottleneck": "bottleneck",
                  "plus": "ladder-plus", "dist": "dist-nccl-1.json", "imagenet": "imagenet", "resnet50": "resnet50",
-                 "sanitizer": "sanitizer-memcheck.txt"}
+                 "sanitizer": "sanitizer-memcheck.txt", "decode": "decode", "data": "route.txt"}
     skipped = sorted({p for d in dirs if os.path.exists(os.path.join(d, "skipped.txt"))
                       for p in open(os.path.join(d, "skipped.txt")).read().split()
                       if not last_existing(dirs, output_of.get(p, p))})
-    cut = sorted({p for d in dirs if os.path.exists(os.path.join(d, "cut.txt"))
-                  for p in open(os.path.join(d, "cut.txt")).read().split()})
+    cut = set()
+    for i, d in enumerate(dirs):
+        f = os.path.join(d, "cut.txt")
+        for p in (open(f).read().split() if os.path.exists(f) else []):
+            if not any(p in ran_phases(later) for later in dirs[i + 1:]):
+                cut.add(p)
+        for p in ran_phases(d):
+            if i > 0 and p in cut and p not in (open(f).read().split() if os.path.exists(f) else []):
+                cut.discard(p)
     print("\n## Time budget\n")
     print(f"- skipped: {', '.join(skipped) if skipped else 'none'}")
     print(f"- stopped before the end (rungs marked partial hold the rounds they finished): "
-          f"{', '.join(cut) if cut else 'none'}")
+          f"{', '.join(sorted(cut)) if cut else 'none'}")
+    for i, d in enumerate(dirs):
+        times = phase_times(d)
+        if not times:
+            continue
+        print(f"\nCall {i + 1}: seconds per phase" + (" (planned, cap)" if any(t[2] for t in times) else "") + "\n")
+        print("| phase | seconds |" + (" planned | cap |" if any(t[2] for t in times) else "") + "\n|---|---:|"
+              + ("---:|---:|" if any(t[2] for t in times) else ""))
+        for p, taken, planned, cap in times:
+            print(f"| {p} | {taken} |" + (f" {planned or '–'} | {cap or '–'} |" if any(t[2] for t in times) else ""))
     print("\n## Failures\n")
     print("\n".join(f"- {f}" for f in failures) if failures else "none")
+    if args.append:
+        print("\n" + open(args.append).read().strip())
 
 
 if __name__ == "__main__":
