@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "trainbench/data/crop.hpp"
+#if TRAINBENCH_CUDA
+#include "trainbench/cuda/fused_crop.hpp"
+#endif
 #include "trainbench/data/fused_crop.hpp"
 
 using namespace trainbench;
@@ -272,3 +275,40 @@ TEST_CASE("fused crop: a job or output it cannot crop is refused with what is wr
   CHECK_THROWS_WITH(fused_crop_emulate(&bad, 1, out, {}), "fused crop: job 0: no pixels");
 }
 
+#if TRAINBENCH_CUDA
+// The checks come before any CUDA call, so a host without a GPU runs this.
+TEST_CASE("fused crop launcher: a bad job or output is refused before anything reaches the device") {
+  std::vector<std::uint8_t> px(30 * 20 * 3);
+  std::vector<fused_crop_job> jobs(2);
+  for (auto& j : jobs) {
+    j.pixels = px.data();
+    j.pitch = 90;
+    j.width = 30;
+    j.height = 20;
+    j.plan = fused_plan(train_plan({2, 3, 10, 12}, 8, false));
+  }
+  jobs[1].channels = 2;
+  std::vector<float> dst(2 * 3 * 8 * 8);
+  fused_crop_output out;
+  out.ptr = dst.data();
+  out.size = 8;
+  out.slot_stride = 3 * 8 * 8;
+  fused_crop_launcher launcher;
+  CHECK_THROWS_WITH(launcher.launch(jobs.data(), 2, out, {}, nullptr), "fused crop: job 1: channels 2 (1 or 3 only)");
+  out.slot_stride = 10;
+  CHECK_THROWS_WITH(launcher.launch(jobs.data(), 2, out, {}, nullptr),
+                    "fused crop: slot stride 10 is less than a slot's 192 elements");
+  launcher.launch(jobs.data(), 0, out, {}, nullptr);  // nothing to do
+  out.slot_stride = 3 * 8 * 8;
+  // 2000 columns shrunk to 8: 501 taps a pixel, more shared memory than a block has.
+  std::vector<std::uint8_t> wide(2000 * 3);
+  fused_crop_job j = jobs[0];
+  j.pixels = wide.data();
+  j.width = 2000;
+  j.height = 1;
+  j.pitch = 6000;
+  j.plan = fused_plan(train_plan({0, 0, 1, 2000}, 8, false));
+  CHECK_THROWS_WITH(launcher.launch(&j, 1, out, {}, nullptr), Catch::Contains("shared memory"));
+  CHECK(launcher.tables() == 0);
+}
+#endif
