@@ -106,14 +106,23 @@ bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
 
 fused_crop_normalizer imagenet() { return fused_normalizer(normalizer({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})); }
 
-// Holds a stream until released: the launches queued behind it are all in flight at once.
+// Holds a stream until released: the launches queued behind it are all in flight at once. Opened
+// and the stream drained on the way out too, so a failed check cannot leave the stream held.
 struct stream_gate {
-  std::atomic<bool> open{false};
+  explicit stream_gate(cudaStream_t s) : stream(s) { check_cuda(cudaLaunchHostFunc(stream, &stream_gate::wait, this)); }
+  ~stream_gate() {
+    open = true;
+    (void)cudaStreamSynchronize(stream);
+  }
+  stream_gate(const stream_gate&) = delete;
+  stream_gate& operator=(const stream_gate&) = delete;
   static void CUDART_CB wait(void* self) {
     auto* g = static_cast<stream_gate*>(self);
     while (!g->open.load()) {
     }
   }
+  cudaStream_t stream;
+  std::atomic<bool> open{false};
 };
 
 }  // namespace
@@ -148,8 +157,8 @@ TEST_CASE("fused crop kernel: launches in flight each keep their own job table",
     batches.push_back(random_batch(100 + static_cast<std::uint32_t>(k), n, size));
     outs.push_back(at::zeros({n, 3 * size * size}, at::TensorOptions().device(at::kCUDA)));
   }
-  stream_gate gate;
-  check_cuda(cudaLaunchHostFunc(stream.stream(), &stream_gate::wait, &gate));
+  check_cuda(cudaDeviceSynchronize());  // the inputs and zeroed outputs, made on the default stream
+  stream_gate gate(stream.stream());
   // One jobs array, overwritten between the launches, all three queued behind the gate.
   std::vector<fused_crop_job> jobs(n);
   for (int k = 0; k < 3; ++k) {
@@ -184,6 +193,7 @@ TEST_CASE("fused crop kernel: under CUDA graph capture each replay crops the cap
   std::vector<fused_crop_job> jobs = a.device_jobs;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaDeviceSynchronize());  // the inputs and zeroed output, made on the default stream
   check_cuda(cudaStreamBeginCapture(stream.stream(), cudaStreamCaptureModeGlobal));
   launcher.launch(jobs.data(), n, o, norm, stream.stream());
   check_cuda(cudaStreamEndCapture(stream.stream(), &graph));
