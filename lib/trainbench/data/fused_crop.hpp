@@ -1,0 +1,46 @@
+#pragma once
+// The fused crop: crop, antialiased bilinear resize, flip, ToTensor + Normalize and the model's
+// layout (NCHW or NHWC) and dtype (float32, float16, bfloat16) in one pass per image, straight
+// into the batch. The CUDA kernel is cuda/fused_crop.cu; this is its CPU side: the plan from the
+// host sampler's, the checks, a reference that mirrors the host path (crop_resampler) and an
+// emulation that runs the kernel's own arithmetic (fused_crop_math.hpp) on the host.
+#include <string>
+
+#include "trainbench/data/crop.hpp"
+#include "trainbench/data/fused_crop_math.hpp"
+
+namespace trainbench {
+
+// The host sampler's plan (full-resolution file coordinates) for the pixels of a width x height
+// region whose top left is column x0, row y0 of the file (a decoded region of interest), or of the
+// whole image (the defaults). The plan's source range [lo, hi) is clipped to the region, which
+// changes no output as long as the region holds every pixel a tap reads with a non-zero weight:
+// the plan's [lo, hi) rectangle does, and so does the region crop_resampler::prepare returns.
+fused_crop_plan fused_plan(const resize_plan& p, int x0 = 0, int y0 = 0, int width = -1, int height = -1);
+
+fused_crop_normalizer fused_normalizer(const normalizer& n);
+
+// Bytes per element of `dtype` (4 or 2).
+int crop_dtype_bytes(crop_dtype dtype);
+const char* crop_dtype_name(crop_dtype dtype);
+const char* crop_layout_name(crop_layout layout);
+
+// Empty when the job can be cropped into an S x S slot (pixels, pitch, channels 1 or 3, each
+// axis's [lo, hi) inside the image, the kept range inside out_total); else what is wrong.
+std::string fused_crop_problem(const fused_crop_job& job, int size);
+// Empty when the output can take `n` slots; else what is wrong.
+std::string fused_crop_output_problem(const fused_crop_output& out, int n);
+
+// The reference: the host path's arithmetic (make_span_taps, then crop_resampler's order of
+// operations), written independently of fused_crop_math's tap code, into slot `slot` of `out`
+// (host memory). In float32 it equals crop_resampler bit for bit; float16 and bfloat16 are the
+// float32 values rounded to nearest even. Throws std::invalid_argument on a bad job or output.
+void fused_crop_reference(const fused_crop_job& job, int slot, const fused_crop_output& out,
+                          const fused_crop_normalizer& norm);
+
+// The kernel's arithmetic on the host: every job into its slot, each output pixel computed by the
+// same fused_crop_math calls the kernel makes, in the same order.
+void fused_crop_emulate(const fused_crop_job* jobs, int n, const fused_crop_output& out,
+                        const fused_crop_normalizer& norm);
+
+}  // namespace trainbench
