@@ -121,8 +121,6 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
       if (strict) throw config_error("", key, "has no effect here (" + reason + ") and --strict was given");
       e.notes.push_back(std::string(key) + ": requested but ineffective: " + reason);
     };
-    ineffective(p.data.pin_memory, "data.pin_memory",
-                "with data.decode: device nvJPEG reads the file bytes from pageable memory; only labels are pinned");
     ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
                 "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
     return stage;
@@ -169,6 +167,8 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();
+  // data.decode: device: pinned memory holds the compressed files (the labels besides).
+  if (lo.encoded && pin) lo.file_ring_bytes = batch_loader::file_ring_size(lo);
   lo.trace = trace;
   auto loader = std::make_unique<batch_loader>(std::move(data), lo);
   e.loader_workers = loader->workers();
@@ -337,6 +337,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     if (decoder && out.loader->encoded()) {
       out.transfer = std::move(decoder);
       e.decode = "device";
+
     } else {
       out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
     }
