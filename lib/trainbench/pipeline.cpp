@@ -150,6 +150,8 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();
+  // data.decode: device: pinned memory holds the compressed files (the labels besides).
+  if (lo.encoded && pin) lo.file_ring_bytes = batch_loader::file_ring_size(lo);
   lo.trace = trace;
   auto loader = std::make_unique<batch_loader>(std::move(data), lo);
   e.loader_workers = loader->workers();
@@ -318,6 +320,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     if (decoder && out.loader->encoded()) {
       out.transfer = std::move(decoder);
       e.decode = "device";
+
     } else {
       out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
     }

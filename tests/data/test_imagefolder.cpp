@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "helpers.hpp"
 #include "trainbench/data/jpeg.hpp"
@@ -466,4 +468,82 @@ TEST_CASE("data.decode: device batches carry each file's bytes and the host samp
     }
     loader.release(batch);
   }
+}
+
+// data.decode: device with data.pin_memory: the workers copy each batch's files into the file
+// ring (pinned on a GPU host; pageable here, the same ring), in batch order, and the ring takes a
+// batch's block back only through the consumer's fence once it needs the room.
+TEST_CASE("data.decode: device batches come through the bounded file ring; a batch too large for it stays pageable") {
+  const auto root = tbtest::scratch("if-file-ring");
+  for (int i = 0; i < 12; ++i)
+    write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(40 + i, 36, i));
+  const auto ds = read_image_folder(root, "train");
+  const file_list& files = *ds->files();
+  std::size_t largest = 0;
+  for (std::int64_t i = 0; i < files.size(); ++i) largest = std::max<std::size_t>(largest, fs::file_size(files.path(i)));
+  for (int workers : {0, 2}) {
+    INFO(workers << " workers");
+    auto o = folder_loader(workers, 3);
+    o.encoded = true;
+    o.file_ring_bytes = 5 * largest;  // room for one batch of 3, not for two
+    std::atomic<int> fences{0};  // before the loader: its destructor runs the last fences
+    batch_loader loader(ds, o);
+    CHECK(loader.file_ring_capacity() == 5 * largest);
+    CHECK_FALSE(loader.file_ring_pinned());
+    const std::uint8_t *lowest = nullptr, *highest = nullptr;
+    for (int b = 0; b < 12; ++b) {
+      const host_batch& batch = loader.next();
+      const encoded_batch& e = *batch.encoded;
+      REQUIRE(e.ring);
+      CHECK(e.data() == e.ring);
+      if (!lowest || e.ring < lowest) lowest = e.ring;
+      if (!highest || e.ring + e.bytes.size() > highest) highest = e.ring + e.bytes.size();
+      const auto idx = loader.batch_indices(b);
+      for (std::size_t i = 0; i < idx.size(); ++i) {
+        std::ifstream in(files.path(idx[i]), std::ios::binary);
+        const std::vector<std::uint8_t> want{std::istreambuf_iterator<char>(in), {}};
+        REQUIRE(e.sizes[i] == want.size());
+        CHECK(std::equal(want.begin(), want.end(), e.data() + e.offsets[i]));
+      }
+      loader.release(batch, [&fences] { fences.fetch_add(1); });
+    }
+    // Twelve batches, far more than the ring holds, all within its one region: reused,
+    // taken back through the consumer's fences when a batch needed the room.
+    CHECK(static_cast<std::size_t>(highest - lowest) <= loader.file_ring_capacity());
+    CHECK(fences.load() > 0);
+  }
+  // The ring smaller than any batch: every batch stays in its slot's own buffer, and arrives whole.
+  auto o = folder_loader(1, 3);
+  o.encoded = true;
+  o.file_ring_bytes = largest;
+  batch_loader loader(ds, o);
+  for (int b = 0; b < 3; ++b) {
+    const host_batch& batch = loader.next();
+    CHECK_FALSE(batch.encoded->ring);
+    CHECK(batch.encoded->data() == batch.encoded->bytes.data());
+    loader.release(batch);
+  }
+}
+
+TEST_CASE("data.decode: device batches leave a Motion Photo's trailing video out of the bytes sent") {
+  const auto root = tbtest::scratch("if-motion-photo");
+  const auto image = jpeg_bytes(48, 40, 3);
+  auto photo = image;
+  const std::uint8_t video[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'm', 'p', '4', '2', 0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xD9};
+  for (int k = 0; k < 300; ++k) photo.insert(photo.end(), std::begin(video), std::end(video));
+  write_bytes(root / "a/photo.jpg", photo);
+  write_bytes(root / "a/plain.jpg", image);
+  const auto ds = read_image_folder(root, "train");
+  auto o = folder_loader(0, 2);
+  o.encoded = true;
+  batch_loader loader(ds, o);
+  const host_batch& batch = loader.next();
+  const encoded_batch& e = *batch.encoded;
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(e.sizes[i] == image.size());
+    CHECK(std::equal(image.begin(), image.end(), e.data() + e.offsets[i]));
+    CHECK(e.markers[i].end == image.size());
+  }
+  CHECK(e.bytes.size() == 2 * image.size());
+  loader.release(batch);
 }

@@ -1,8 +1,14 @@
 // nvJPEG (data.decode: device) on a GPU host. Tagged [gpu]: CPU hosts skip them.
 #include <ATen/ATen.h>
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
@@ -115,7 +121,9 @@ TEST_CASE("bench-data reports decode throughput on the GPU with data.decode: dev
   REQUIRE(dd["windows"].size() == 3);
   for (const auto& w : dd["windows"]) {
     CHECK(w["images_device"] == 24);
+    CHECK(w["images_hardware"].get<std::int64_t>() + w["images_cuda"].get<std::int64_t>() == 24);
     CHECK(w["host_fallbacks"] == 0);
+    CHECK(w["pageable_batches"] == 3);  // data.pin_memory is off: no file ring
   }
   CHECK(dd["images_device"].get<std::int64_t>() >= 3 * 24);
   CHECK(dd["peak_bytes_held"].get<std::int64_t>() > 0);
@@ -191,6 +199,7 @@ TEST_CASE("nvJPEG hands arithmetic-coded files to libjpeg-turbo, counts them, an
     REQUIRE(counts);
     CHECK(counts->host_fallbacks == 3);
     CHECK(counts->images_device == 5);
+    CHECK(counts->images_hardware + counts->images_cuda == 5);
     CHECK(counts->replaced_samples == 0);
     CHECK(counts->bytes_held > 0);
     CHECK(counts->peak_bytes_held >= counts->bytes_held);
@@ -199,9 +208,11 @@ TEST_CASE("nvJPEG hands arithmetic-coded files to libjpeg-turbo, counts them, an
   }
 }
 
-// A file neither decoder can read is a bad file: data.on_bad_file: skip replaces it within its
-// batch and counts it; without skip the error names the file.
-TEST_CASE("a file nvJPEG and libjpeg-turbo both refuse is skipped with on_bad_file: skip, else named", "[gpu]") {
+// A file cut short has no end-of-image marker: the workers' marker walk finds it before nvJPEG
+// sees it, so it is a bad file of the loader (replaced there with data.on_bad_file: skip, and
+// counted by the loader, not the decoder); without skip the error names the file. (This test
+// expected the decoder to replace it: the workers' check has always refused such a file first.)
+TEST_CASE("a file cut short is skipped by the loader with on_bad_file: skip, else named", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto root = mixed_folder("gpu-decode-broken", 1, true);
   const auto ds = read_image_folder(root, "train");
@@ -213,7 +224,9 @@ TEST_CASE("a file nvJPEG and libjpeg-turbo both refuse is skipped with on_bad_fi
     std::string why;
     auto decoder = make_nvjpeg_transfer(device, no, why);
     REQUIRE(decoder);
-    batch_loader files(ds, options(true));
+    loader_options lo = options(true);
+    lo.folder.skip_bad_files = skip;
+    batch_loader files(ds, lo);
     if (!skip) {
       try {
         decoder->submit(files.next(), files);
@@ -227,7 +240,211 @@ TEST_CASE("a file nvJPEG and libjpeg-turbo both refuse is skipped with on_bad_fi
     const device_batch d = decoder->take();
     CHECK(d.images.isfinite().all().item<bool>());
     decoder->step_done();
-    CHECK(decoder->decode_counts()->replaced_samples == 1);
-    CHECK(decoder->decode_counts()->images_device == 7);
+    CHECK(decoder->decode_counts()->replaced_samples == 0);
+    CHECK(files.replaced_samples() == 1);
+    CHECK(decoder->decode_counts()->images_device == 8);  // img0 (arithmetic-coded and cut) is replaced by a good file
   }
+}
+
+namespace {
+
+std::vector<std::uint8_t> fixture_bytes(const std::string& name) {
+  std::ifstream in(tbtest::source_dir() / "tests/fixtures/jpeg" / name, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A Motion Photo: the image, then a video whose bytes hold a JPEG-like FF D8 ... FF D9.
+std::vector<std::uint8_t> motion_photo(std::vector<std::uint8_t> b) {
+  const std::uint8_t video[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'm', 'p', '4', '2',
+                                0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xD9};
+  for (int k = 0; k < 2000; ++k) b.insert(b.end(), std::begin(video), std::end(video));
+  return b;
+}
+
+// Every kind of file the issue names, one class each so a batch holds them all.
+fs::path kinds_folder() {
+  static const fs::path root = [] {
+    const auto dir = tbtest::scratch("gpu-decode-kinds");
+    int k = 0;
+    auto put = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
+      write_bytes(dir / "train" / ("c" + std::to_string(k++)) / name, bytes);
+    };
+    for (const char* f : {"color420.jpg", "color444.jpg", "progressive.jpg", "gray.jpg", "cmyk.jpg", "cmyk_k.jpg"})
+      put(f, fixture_bytes(f));
+    put("motion420.jpg", motion_photo(fixture_bytes("color420.jpg")));
+    put("motionprog.jpg", motion_photo(fixture_bytes("progressive.jpg")));
+    return dir;
+  }();
+  return root;
+}
+
+// The files of the batch by position, as the loader's order put them.
+std::vector<std::string> names_of(const batch_loader& loader, std::int64_t batch) {
+  std::vector<std::string> out;
+  for (std::int64_t i : loader.batch_indices(batch)) out.push_back(loader.files()->path(i));
+  return out;
+}
+
+// 16 baseline 4:2:0 photos of ImageNet's size: what the hardware engines take.
+fs::path baseline_folder() {
+  static const fs::path root = [] {
+    const auto dir = tbtest::scratch("gpu-decode-baseline");
+    for (int i = 0; i < 16; ++i) {
+      const int w = 500 - 8 * i, h = 375 - 4 * i;
+      const auto px = pattern(w, h, i);
+      write_bytes(dir / "train" / (i % 2 ? "b" : "a") / ("img" + std::to_string(i) + ".jpg"),
+                  encode_jpeg(px.data(), w, h, 3, {}));
+    }
+    return dir;
+  }();
+  return root;
+}
+
+}  // namespace
+
+// Deliverable: the same pixels as the host path, per image, for every kind of file: nvJPEG's
+// IDCT and chroma upsampling differ from libjpeg-turbo's (within a few grey levels), CMYK goes to
+// the host (the same conversion), and a Motion Photo decodes as its image alone.
+TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive, gray, CMYK, Motion Photo",
+          "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const auto ds = read_image_folder(kinds_folder(), "train");
+  const c10::Device device(c10::kCUDA, 0);
+  for (bool pinned : {false, true}) {
+    INFO((pinned ? "pinned file ring" : "pageable files"));
+    std::string why;
+    auto decoder = make_nvjpeg_transfer(device, small_options(), why);
+    INFO(why);
+    REQUIRE(decoder);
+    loader_options ho = options(false), fo = options(true);
+    ho.batch_size = fo.batch_size = 8;
+    fo.pin_memory = pinned;
+    if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
+    batch_loader host(ds, ho), files(ds, fo);
+    REQUIRE(files.file_ring_pinned() == pinned);
+    const auto names = names_of(files, 0);
+    const host_batch& h = host.next();
+    const at::Tensor expected = h.images.clone();
+    host.release(h);
+    decoder->submit(files.next(), files);
+    const device_batch d = decoder->take();
+    const at::Tensor got = d.images.cpu();
+    decoder->step_done();
+    for (std::int64_t i = 0; i < 8; ++i) {
+      const at::Tensor diff = (got[i] - expected[i]).abs();
+      INFO(names[static_cast<std::size_t>(i)] << ": mean " << diff.mean().item<double>() << ", max "
+                                              << diff.max().item<double>());
+      CHECK(diff.mean().item<double>() < 0.02);  // one grey level is 0.017 after normalisation
+      CHECK(diff.max().item<double>() < 0.3);
+    }
+    const device_decode_counts* c = decoder->decode_counts();
+    CHECK(c->host_fallbacks == 2);  // the two CMYK files
+    CHECK(c->images_device == 6);
+    CHECK(c->images_hardware + c->images_cuda == 6);
+    CHECK(c->images_cuda >= 2);  // the progressive files never go to the engines
+    CHECK(c->pageable_batches == (pinned ? 0 : 1));
+  }
+}
+
+// Deliverable: the hardware engines are used where the GPU has them (A100, H100, H200).
+TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  const std::string name = cuda_device_name(device);
+  std::string why;
+  auto decoder = make_nvjpeg_transfer(device, small_options(), why);
+  INFO(why);
+  REQUIRE(decoder);
+  const bool engines = name.find("A100") != std::string::npos || name.find("H100") != std::string::npos ||
+                       name.find("H200") != std::string::npos;
+  INFO(name << ": " << decoder->describe());
+  if (engines) CHECK(decoder->describe().find("hardware JPEG engines") != std::string::npos);
+  const auto ds = read_image_folder(baseline_folder(), "train");
+  loader_options o = options(true);
+  o.pin_memory = true;
+  o.file_ring_bytes = batch_loader::file_ring_size(o);
+  batch_loader files(ds, o);
+  for (int b = 0; b < 2; ++b) {
+    decoder->submit(files.next(), files);
+    const device_batch d = decoder->take();
+    CHECK(d.images.isfinite().all().item<bool>());
+    decoder->step_done();
+  }
+  const device_decode_counts* c = decoder->decode_counts();
+  CHECK(c->images_device == 16);
+  CHECK(c->host_fallbacks == 0);
+  if (engines) {
+    CHECK(c->images_hardware == 16);
+  } else {
+    CHECK(c->images_hardware + c->images_cuda == 16);
+  }
+}
+
+// Deliverable: submit never waits for the device. The side stream is held behind a long kernel
+// on the compute stream (the step of the batch before); submit must return with the decode still
+// queued behind it. A submit that synchronised the device, the side stream or an event of it
+// would return only after the kernel, and the side stream would then be idle.
+TEST_CASE("nvJPEG submit with copy_stream never waits for the device", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  const auto ds = read_image_folder(baseline_folder(), "train");
+  for (bool pinned : {false, true}) {
+    INFO((pinned ? "pinned file ring" : "pageable files"));
+    nvjpeg_options no = small_options();
+    no.copy_stream = true;
+    std::string why;
+    auto decoder = make_nvjpeg_transfer(device, no, why);
+    INFO(why);
+    REQUIRE(decoder);
+    const auto* lane = dynamic_cast<const copy_lane*>(decoder.get());
+    REQUIRE(lane);
+    REQUIRE(lane->stream());
+    loader_options o = options(true);
+    o.pin_memory = pinned;
+    if (pinned) o.file_ring_bytes = batch_loader::file_ring_size(o);
+    batch_loader files(ds, o);
+    // Warm up: the first submit allocates the batch buffers and nvJPEG's own.
+    decoder->submit(files.next(), files);
+    decoder->take();
+    decoder->step_done();
+    decoder->submit(files.next(), files);
+    decoder->take();
+    at::cuda::sleep(std::int64_t{4} << 30);  // the "step": seconds of spinning on the compute stream
+    decoder->step_done();                    // the side stream now waits for it
+    const host_batch& next = files.next();
+    decoder->submit(next, files);
+    const cudaError_t state = cudaStreamQuery(lane->stream()->stream());
+    CHECK(state == cudaErrorNotReady);
+    decoder->take();
+    decoder->step_done();
+    c10::cuda::device_synchronize();
+  }
+}
+
+// Deliverable: one batch ahead works with the CUDA graph step: the graph copies each taken batch
+// into its static inputs after the decode's event, and trains on the decoded JPEGs.
+TEST_CASE("run with data.decode: device, copy_stream, pin_memory and cuda_graph trains on the decoded batches",
+          "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const auto dir = tbtest::scratch("gpu-decode-graph");
+  tbtest::write_text(dir / "p.yaml",
+                     "name: nvjpeg-graph\ndevice: cuda\nmodel: {arch: resnet18, num_classes: 2}\n"
+                     "data: {source: imagefolder, path: '" +
+                         baseline_folder().string() +
+                         "', split: train, image_size: 64, decode: device, workers: 2, pin_memory: true}\n"
+                         "train: {batch_size: 4}\ntransfer: {non_blocking: true, copy_stream: true}\n"
+                         "backend: {cuda_graph: true}\n"
+                         "measure: {warmup_batches: 4, measured_batches: 2, repeats: 2}\n");
+  const auto r = tbtest::run_cli("run --strict --config '" + (dir / "p.yaml").string() + "' --out '" +
+                                 (dir / "r.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "r.json");
+  CHECK(j["effective"]["decode"] == "device");
+  CHECK(j["effective"]["cuda_graph"] == true);
+  for (const auto& note : j["effective"]["notes"]) CHECK(note.get<std::string>().find("pin_memory") == std::string::npos);
+  const auto& dd = j["results"]["device_decode"];
+  CHECK(dd["pageable_batches"] == 0);
+  CHECK(dd["images_device"].get<std::int64_t>() >= 4 * 4);
+  CHECK(std::isfinite(j["results"]["loss"]["last"].get<double>()));
 }

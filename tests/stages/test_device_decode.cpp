@@ -3,10 +3,13 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 
 #include "helpers.hpp"
 #include "trainbench/data/jpeg.hpp"
+#include "trainbench/data/jpeg_markers.hpp"
 #include "trainbench/report/pooling.hpp"
 #include "trainbench/stages/device_decode.hpp"
 
@@ -43,21 +46,88 @@ TEST_CASE("every nvJPEG status has its class: only bitstream and layout statuses
   CHECK(std::string(nvjpeg_status_name(6)) == "NVJPEG_STATUS_EXECUTION_FAILED");
 }
 
-TEST_CASE("arithmetic-coded JPEGs are told from Huffman ones by their frame marker", "[decode]") {
+namespace {
+
+std::vector<std::uint8_t> fixture_bytes(const std::string& name) {
+  std::ifstream in(tbtest::source_dir() / "tests/fixtures/jpeg" / name, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+decode_backend backend_of(const std::vector<std::uint8_t>& bytes, bool engines) {
+  return choose_backend(read_jpeg_markers(bytes.data(), bytes.size()), engines);
+}
+
+// A Motion Photo: the JPEG, then a video whose bytes hold a JPEG-like FF D8 ... FF D9.
+std::vector<std::uint8_t> with_trailer(std::vector<std::uint8_t> b) {
+  const std::uint8_t inner[] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0, 0, 0xFF, 0xD9};
+  for (int k = 0; k < 64; ++k) b.insert(b.end(), std::begin(inner), std::end(inner));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("the backend per file: engines for baseline, CUDA for progressive, the host for what nvJPEG refuses",
+          "[decode]") {
+  struct expect {
+    const char* file;
+    decode_backend with_engines, without;
+  };
+  for (const expect& e : {expect{"color420.jpg", decode_backend::hardware, decode_backend::cuda},
+                          expect{"color444.jpg", decode_backend::hardware, decode_backend::cuda},
+                          expect{"gray.jpg", decode_backend::hardware, decode_backend::cuda},
+                          expect{"progressive.jpg", decode_backend::cuda, decode_backend::cuda},
+                          expect{"cmyk.jpg", decode_backend::host, decode_backend::host},
+                          expect{"cmyk_k.jpg", decode_backend::host, decode_backend::host}}) {
+    INFO(e.file);
+    const auto bytes = fixture_bytes(e.file);
+    CHECK(backend_of(bytes, true) == e.with_engines);
+    CHECK(backend_of(bytes, false) == e.without);
+    // A Motion Photo's trailing video changes nothing: the markers end at the image's EOI.
+    CHECK(backend_of(with_trailer(bytes), true) == e.with_engines);
+  }
   const int w = 48, h = 32;
   const auto px = gradient(w, h);
   const auto arith = tbtest::encode_arithmetic_jpeg(px.data(), w, h);
-  CHECK(jpeg_is_arithmetic_coded(arith.data(), arith.size()));
-  jpeg_encode_options baseline, progressive;
-  progressive.progressive = true;
-  const auto huff = encode_jpeg(px.data(), w, h, 3, baseline);
-  const auto prog = encode_jpeg(px.data(), w, h, 3, progressive);
-  CHECK_FALSE(jpeg_is_arithmetic_coded(huff.data(), huff.size()));
-  CHECK_FALSE(jpeg_is_arithmetic_coded(prog.data(), prog.size()));
-  // Truncated or not a JPEG: not arithmetic (the decoders report what is wrong with it).
-  CHECK_FALSE(jpeg_is_arithmetic_coded(arith.data(), 3));
-  const std::uint8_t junk[] = {0xFF, 0xD8, 0x00, 0x01, 0x02, 0x03};
-  CHECK_FALSE(jpeg_is_arithmetic_coded(junk, sizeof junk));
+  CHECK(backend_of(arith, true) == decode_backend::host);
+  CHECK(backend_of(arith, false) == decode_backend::host);
+  // Truncated: no end-of-image marker; not a JPEG: the host decoder says what is wrong with it.
+  const auto base = fixture_bytes("color420.jpg");
+  CHECK(backend_of({base.begin(), base.end() - 10}, true) == decode_backend::host);
+  CHECK(backend_of({0x89, 'P', 'N', 'G', 0, 0}, true) == decode_backend::host);
+}
+
+TEST_CASE("the backend per frame: process, precision, components and subsampling", "[decode]") {
+  jpeg_markers m;
+  m.frame_marker = 0xC0;
+  m.process = jpeg_process::baseline;
+  m.precision = 8;
+  m.width = 64;
+  m.height = 48;
+  m.components = 3;
+  m.component = {jpeg_component{1, 2, 2}, {2, 1, 1}, {3, 1, 1}, {}};
+  m.end = 1000;
+  REQUIRE(m.ok());
+  CHECK(choose_backend(m, true) == decode_backend::hardware);
+  CHECK(choose_backend(m, false) == decode_backend::cuda);
+  auto with = [&](auto change) {
+    jpeg_markers c = m;
+    change(c);
+    return choose_backend(c, true);
+  };
+  CHECK(with([](jpeg_markers& c) { c.component[0] = {1, 2, 1}; }) == decode_backend::hardware);  // 4:2:2
+  CHECK(with([](jpeg_markers& c) { c.component[0] = {1, 4, 1}; }) == decode_backend::cuda);      // 4:1:1
+  CHECK(with([](jpeg_markers& c) { c.component[1] = {2, 2, 1}; }) == decode_backend::cuda);      // odd chroma
+  CHECK(with([](jpeg_markers& c) { c.process = jpeg_process::extended; }) == decode_backend::cuda);
+  CHECK(with([](jpeg_markers& c) { c.process = jpeg_process::progressive; }) == decode_backend::cuda);
+  CHECK(with([](jpeg_markers& c) { c.process = jpeg_process::lossless; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.process = jpeg_process::hierarchical; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.arithmetic = true; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.precision = 12; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.components = 4; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.components = 2; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.end = 0; }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) { c.refused = "unsupported JPEG marker 0xfffd"; }) == decode_backend::host);
+  CHECK(std::string(backend_name(decode_backend::cuda)) == "cuda");
 }
 
 // The host half of the fallback: libjpeg-turbo decodes the file nvJPEG refuses, whole.
@@ -123,12 +193,34 @@ TEST_CASE("the pixel arena grows to a batch's need and gives a spike back", "[de
 
 TEST_CASE("device decode counts survive the state file and pool: counts summed, memory the largest", "[decode]") {
   run_result a, b;
-  a.device_decode = device_decode_result{{{64, 2}, {64, 0}}, 200, 3, 1, 4096, 8192};
-  b.device_decode = device_decode_result{{{60, 4}}, 150, 5, 0, 16384, 16384};
+  auto counts = [](std::vector<device_decode_window> windows, std::int64_t device, std::int64_t hardware,
+                   std::int64_t fallbacks, std::int64_t replaced, std::int64_t held, std::int64_t peak) {
+    device_decode_result d;
+    d.windows = std::move(windows);
+    d.images_device = device;
+    d.images_hardware = hardware;
+    d.images_cuda = device - hardware;
+    d.host_fallbacks = fallbacks;
+    d.pageable_batches = 1;
+    d.replaced_samples = replaced;
+    d.bytes_held = held;
+    d.peak_bytes_held = peak;
+    d.submit_host_s = {0.5, 1.0, 2.0, 0.25, 0.125};
+    return d;
+  };
+  a.device_decode = counts({{64, 2, 60, 4, 0, 0.75}, {64, 0, 64, 0, 1, 0.5}}, 200, 190, 3, 1, 4096, 8192);
+  b.device_decode = counts({{60, 4, 0, 60, 0}}, 150, 0, 5, 0, 16384, 16384);
   const run_result back = run_result_from_json(nlohmann::json::parse(run_result_to_json(a).dump()));
   REQUIRE(back.device_decode);
   CHECK(back.device_decode->windows.size() == 2);
   CHECK(back.device_decode->windows[0].host_fallbacks == 2);
+  CHECK(back.device_decode->windows[0].images_hardware == 60);
+  CHECK(back.device_decode->windows[0].images_cuda == 4);
+  CHECK(back.device_decode->windows[1].pageable_batches == 1);
+  CHECK(back.device_decode->images_hardware == 190);
+  CHECK(back.device_decode->windows[0].submit_host_s == 0.75);
+  CHECK(back.device_decode->submit_host_s.cuda == 2.0);
+  CHECK(back.device_decode->submit_host_s.crop == 0.125);
   CHECK(back.device_decode->host_fallbacks == 3);
   CHECK(back.device_decode->peak_bytes_held == 8192);
   const run_result pooled = pool_rounds({a, b, run_result{}});
@@ -136,6 +228,11 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   const auto& d = *pooled.device_decode;
   CHECK(d.windows.size() == 3);
   CHECK(d.images_device == 350);
+  CHECK(d.images_hardware == 190);
+  CHECK(d.images_cuda == 160);
+  CHECK(d.pageable_batches == 2);
+  CHECK(d.submit_host_s.hardware == 2.0);  // summed over the rounds
+  CHECK(d.submit_host_s.route == 1.0);
   CHECK(d.host_fallbacks == 8);
   CHECK(d.replaced_samples == 1);
   CHECK(d.bytes_held == 16384);

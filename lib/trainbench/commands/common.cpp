@@ -85,6 +85,22 @@ void print_loader(const loader_result& l) {
                 static_cast<long long>(l.replaced_samples));
 }
 
+// data.decode: device: where the images went, and the training thread's time in the decoder's
+// submit per image (the whole run, warmup included).
+void print_device_decode(const device_decode_result& d) {
+  const std::int64_t images = d.images_device + d.host_fallbacks;
+  std::printf("  nvJPEG       %lld images: %lld hardware, %lld CUDA, %lld on the host; %lld pageable batch%s\n",
+              static_cast<long long>(images), static_cast<long long>(d.images_hardware),
+              static_cast<long long>(d.images_cuda), static_cast<long long>(d.host_fallbacks),
+              static_cast<long long>(d.pageable_batches), d.pageable_batches == 1 ? "" : "es");
+  if (images == 0) return;
+  const decode_host_phases& h = d.submit_host_s;
+  const double ms = 1000.0 / static_cast<double>(images);
+  std::printf("  submit       per image on the training thread: route %.3f, hardware %.3f, CUDA %.3f, host %.3f, "
+              "crop %.3f ms\n",
+              h.route * ms, h.hardware * ms, h.cuda * ms, h.host * ms, h.crop * ms);
+}
+
 // The noise by level beside the cv, and what each process cost before its first window.
 void print_processes(const run_result& r) {
   std::vector<std::vector<double>> by_process(r.processes.size());
@@ -167,6 +183,7 @@ void print_summary(const report_input& in) {
     std::printf("  fp16 scaler  %lld step%s skipped, loss scale %g\n", static_cast<long long>(*r.skipped_steps),
                 *r.skipped_steps == 1 ? "" : "s", r.loss_scale.value_or(0.0));
   if (r.loader) print_loader(*r.loader);
+  if (r.device_decode) print_device_decode(*r.device_decode);
   print_compute(compute_block(in));
   if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());

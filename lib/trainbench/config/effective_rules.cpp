@@ -18,9 +18,8 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
     ineffective(p.backend.tf32, "backend.tf32", why);
   } else if (folder && p.data.decode == decode_place::device && device.device_decode) {
     // nvJPEG decodes on the device: the transfer is the decode. With a copy stream it runs one
-    // batch ahead on a side stream, whatever memory the file bytes are in.
-    ineffective(p.data.pin_memory, "data.pin_memory",
-                "with data.decode: device nvJPEG reads the file bytes from pageable memory; only labels are pinned");
+    // batch ahead on a side stream, whatever memory the file bytes are in; data.pin_memory puts
+    // them in the pinned file ring.
     ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
                 "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
   } else {

@@ -13,11 +13,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
 #include "trainbench/data/jpeg.hpp"
+#include "trainbench/data/load_timing.hpp"
 #include "trainbench/stages/device_decode.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/log.hpp"
@@ -160,6 +162,13 @@ struct nvjpeg_session {
 // Which decoder takes an image of the batch.
 enum class route { hardware, general, host };
 
+// Adds the host time of its scope to a counter of device_decode_counts.
+struct host_time {
+  std::int64_t& into;
+  std::int64_t begin = steady_now_ns();
+  ~host_time() { into += steady_now_ns() - begin; }
+};
+
 class nvjpeg_transfer final : public transfer_stage, public copy_lane {
  public:
   nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, const nvjpeg_api* api)
@@ -228,27 +237,29 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     c10::cuda::CUDAStream stream = decode_stream();
     c10::cuda::CUDAStreamGuard stream_guard(stream);
     allocate(batch);
+    if (!e.ring) ++counts_.pageable_batches;
     decode_all(e, n, stream, loader);
     at::Tensor out = images_[slot].narrow(0, 0, n);
     at::Tensor labels = labels_[slot].narrow(0, 0, n);
-    labels.copy_(batch.labels.narrow(0, 0, n), true);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t from = source_[static_cast<std::size_t>(i)];
-      crop_resize(e, from, out[i]);
-      if (from != i) labels[i].copy_(labels[from], true);
+    {
+      host_time t{counts_.crop_ns};
+      labels.copy_(batch.labels.narrow(0, 0, n), true);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t from = source_[static_cast<std::size_t>(i)];
+        if (from != i) labels[i].copy_(labels[from], true);
+      }
+      crop_batch(e, n, out);
     }
-    out.mul_(scale_).add_(bias_);
     ready_[slot].record(stream);
-    // The worker refills the slot's file bytes only after the decode has read them. Its fence is
-    // an event of that host slot, which this thread records again only once the worker refilled
-    // it (ready_[slot] is recorded again for a later batch while a worker may still wait on it).
-    const std::size_t host_slot = static_cast<std::size_t>(batch.slot);
-    if (host_fences_.size() <= host_slot) host_fences_.resize(static_cast<std::size_t>(loader.slots()));
-    host_fences_[host_slot].record(stream);
-    at::cuda::CUDAEvent* ev = &host_fences_[host_slot];
+    // The loader refills the slot's file bytes, and its file ring reuses their block, only after
+    // the decode has read them: the fence is an event of this batch alone, recorded after every
+    // read of them, shared by the slot and the ring, and alive as long as either may wait on it
+    // (the ring runs it lazily, when it needs the room, maybe batches later).
+    auto read = std::make_shared<at::cuda::CUDAEvent>();
+    read->record(stream);
     // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, n});
-    loader.release(batch, [ev] { ev->synchronize(); });
+    loader.release(batch, [read] { read->synchronize(); });
   }
 
   device_batch take() override {
@@ -318,12 +329,22 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   void decode_all(const encoded_batch& e, std::int64_t n, c10::cuda::CUDAStream stream, batch_loader& loader) {
-    place(e, n);
     std::vector<route> routes(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i);
-    decode_hardware(e, routes, stream);
-    for (std::int64_t i = 0; i < n; ++i)
-      if (routes[static_cast<std::size_t>(i)] == route::general) decode_general(e, i, routes, stream);
+    {
+      host_time t{counts_.route_ns};
+      place(e, n);
+      for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i);
+    }
+    {
+      host_time t{counts_.hardware_ns};
+      decode_hardware(e, routes, stream);
+    }
+    {
+      host_time t{counts_.cuda_ns};
+      for (std::int64_t i = 0; i < n; ++i)
+        if (routes[static_cast<std::size_t>(i)] == route::general) decode_general(e, i, routes, stream);
+    }
+    host_time t{counts_.fallback_ns};
     source_.resize(static_cast<std::size_t>(n));
     std::vector<bool> bad(static_cast<std::size_t>(n), false);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -333,22 +354,33 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     replace_bad(e, bad, loader);
   }
 
-  // Arithmetic-coded files go to the host before nvJPEG sees them (nvJPEG decodes Huffman only);
-  // the hardware engines take what nvjpegDecodeBatchedSupported accepts (baseline, and only the
-  // subsamplings and sizes this GPU's engines handle); the rest goes to the general backend.
+  // choose_backend (stages/device_decode.cpp) from the markers the worker read: what nvJPEG
+  // cannot decode as the host does goes to the host before nvJPEG sees it; baseline files go to
+  // the hardware engines if nvjpegDecodeBatchedSupported accepts them too (the subsamplings and
+  // sizes this GPU's engines handle); the rest goes to the general backend.
   route route_of(const encoded_batch& e, std::int64_t i) {
-    const unsigned char* data = e.bytes.data() + e.offsets[static_cast<std::size_t>(i)];
+    const unsigned char* data = e.data() + e.offsets[static_cast<std::size_t>(i)];
     const std::size_t size = e.sizes[static_cast<std::size_t>(i)];
-    if (jpeg_is_arithmetic_coded(data, size)) return route::host;
-    if (!hardware_ || e.infos[static_cast<std::size_t>(i)].progressive) return route::general;
+    const decode_backend first = choose_backend(e.markers[static_cast<std::size_t>(i)], hardware_ != nullptr);
+    if (first == decode_backend::host) return route::host;
+    if (first == decode_backend::cuda) return route::general;
+    // The engines' verdict on a file is its bytes': parsed once per file, kept for later epochs.
+    const auto file = static_cast<std::size_t>(e.indices[static_cast<std::size_t>(i)]);
+    if (file < engines_take_.size() && engines_take_[file] != 0)
+      return engines_take_[file] == 1 ? route::hardware : route::general;
     const nvjpegStatus_t parsed = api_->stream_parse(hardware_->handle, data, size, 0, 0, hardware_->parsed);
+    route r = route::general;  // a file it cannot parse: the general backend parses on its own, then the host
     if (parsed != NVJPEG_STATUS_SUCCESS) {
       (void)usable(parsed, "nvjpegJpegStreamParse", e, i);  // throws on a fatal status
-      return route::general;  // the general backend parses on its own, and falls back to the host
+    } else {
+      int unsupported = 1;
+      check(api_->batched_supported(hardware_->handle, hardware_->parsed, &unsupported),
+            "nvjpegDecodeBatchedSupported");
+      if (unsupported == 0) r = route::hardware;
     }
-    int unsupported = 1;
-    check(api_->batched_supported(hardware_->handle, hardware_->parsed, &unsupported), "nvjpegDecodeBatchedSupported");
-    return unsupported == 0 ? route::hardware : route::general;
+    if (file >= engines_take_.size()) engines_take_.resize(file + 1, 0);
+    engines_take_[file] = r == route::hardware ? 1 : 2;
+    return r;
   }
 
   // A status that says this file cannot be decoded here is false (the file goes elsewhere); a
@@ -378,7 +410,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     std::vector<std::size_t> lengths;
     std::vector<nvjpegImage_t> outputs;
     for (std::int64_t i : members) {
-      data.push_back(e.bytes.data() + e.offsets[static_cast<std::size_t>(i)]);
+      data.push_back(e.data() + e.offsets[static_cast<std::size_t>(i)]);
       lengths.push_back(e.sizes[static_cast<std::size_t>(i)]);
       outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
     }
@@ -393,6 +425,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
         api_->batched(hardware_->handle, hardware_->state, data.data(), lengths.data(), outputs.data(), stream.stream());
     if (s == NVJPEG_STATUS_SUCCESS) {
       counts_.images_device += count;
+      counts_.images_hardware += count;
       return;
     }
     hardware_batch_ = -1;  // the state is not trusted after a failure: initialised again next time
@@ -403,13 +436,15 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   void decode_general(const encoded_batch& e, std::int64_t i, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
     const nvjpegStatus_t s = api_->decode(general_->handle, general_->state,
-                                          e.bytes.data() + e.offsets[static_cast<std::size_t>(i)],
+                                          e.data() + e.offsets[static_cast<std::size_t>(i)],
                                           e.sizes[static_cast<std::size_t>(i)], NVJPEG_OUTPUT_RGBI,
                                           &outputs_[static_cast<std::size_t>(i)], stream.stream());
-    if (usable(s, "nvjpegDecode", e, i))
+    if (usable(s, "nvjpegDecode", e, i)) {
       ++counts_.images_device;
-    else
+      ++counts_.images_cuda;
+    } else {
       routes[static_cast<std::size_t>(i)] = route::host;
+    }
   }
 
   // libjpeg-turbo decodes the whole file into pinned memory; the copy into the image's region is
@@ -419,7 +454,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   bool decode_host(const encoded_batch& e, std::int64_t i, batch_loader& loader) {
     const jpeg_info& planned = e.infos[static_cast<std::size_t>(i)];
     try {
-      const jpeg_info info = host_.open(e.bytes.data() + e.offsets[static_cast<std::size_t>(i)],
+      const jpeg_info info = host_.open(e.data() + e.offsets[static_cast<std::size_t>(i)],
                                         e.sizes[static_cast<std::size_t>(i)], options_.max_image_pixels);
       if (info.width != planned.width || info.height != planned.height)
         throw bad_image("its size changed between the header check and the decode");
@@ -475,6 +510,17 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
   }
 
+  // The decoded images (arena_, image k's RGB rows at layout_.offsets[k], e.infos[k] in size)
+  // into the batch `out` ([n, 3, S, S] float, channels_last when asked): position i takes image
+  // source_[i] through its plan e.plans[source_[i]] (crop box, resize, flip), then mean/std
+  // (scale_, bias_), all on the decode stream. This is the one place the fused
+  // crop-resize-flip-normalise kernel goes: one launch over the batch with the same inputs
+  // replaces the loop and the normalisation below; the loop stays as its eager twin.
+  void crop_batch(const encoded_batch& e, std::int64_t n, at::Tensor out) {
+    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
+    out.mul_(scale_).add_(bias_);
+  }
+
   // The host plan on the device: rows and columns [lo, hi) resized to out_total, then
   // [out_first, out_first + S) kept (train: the crop box to S; eval: Resize then CenterCrop).
   void crop_resize(const encoded_batch& e, std::int64_t i, at::Tensor dst) {
@@ -500,9 +546,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::optional<c10::cuda::CUDAStream> side_;
   int depth_ = 1;
   int hardware_batch_ = -1;  // the count the hardware state was initialised for; -1: initialise again
+  std::vector<std::uint8_t> engines_take_;  // by dataset index: 0 not asked yet, 1 the engines take it, 2 not
   std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
-  std::vector<at::cuda::CUDAEvent> ready_, free_, host_fences_;
+  std::vector<at::cuda::CUDAEvent> ready_, free_;
   std::vector<at::Tensor> images_, labels_;
   at::Tensor arena_;  // every image's RGB pixels, one region each (layout_)
   arena_layout layout_;

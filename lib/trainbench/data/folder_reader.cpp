@@ -86,7 +86,9 @@ void encoded_batch::clear() {
   offsets.clear();
   sizes.clear();
   infos.clear();
+  markers.clear();
   plans.clear();
+  ring = nullptr;
   indices.clear();
 }
 
@@ -132,10 +134,13 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
   const resize_plan plan = plan_for(info, sample, epoch);
   marks.end();
+  // Only the image: the device must never be sent what follows its end-of-image marker.
+  const std::size_t image = decoder_.markers().end;
   out.offsets.push_back(out.bytes.size());
-  out.sizes.push_back(size_);
-  out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size_));
+  out.sizes.push_back(image);
+  out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(image));
   out.infos.push_back(info);
+  out.markers.push_back(decoder_.markers());
   out.plans.push_back(plan);
   out.indices.push_back(file);
 }

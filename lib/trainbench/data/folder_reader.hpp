@@ -54,11 +54,18 @@ class bad_files {
 // data.decode: device. A batch of undecoded files with each one's crop, planned on the host with
 // the same sampler as host decoding (so both give the same crops), decoded on the GPU later.
 struct encoded_batch {
-  std::vector<std::uint8_t> bytes;  // the files back to back; capacity kept between batches
+  // The images back to back, each up to its end-of-image marker (what follows, such as a Motion
+  // Photo's video, is left out); capacity kept between batches.
+  std::vector<std::uint8_t> bytes;
   std::vector<std::size_t> offsets, sizes;
   std::vector<jpeg_info> infos;
+  std::vector<jpeg_markers> markers;  // each image's frame, as the marker walker read it
   std::vector<resize_plan> plans;
   std::vector<std::int64_t> indices;  // dataset index of each file (for error messages)
+  // The same bytes in the loader's file ring (pinned memory with data.pin_memory), or null: then
+  // the consumer reads `bytes`.
+  const std::uint8_t* ring = nullptr;
+  const std::uint8_t* data() const { return ring ? ring : bytes.data(); }
   void clear();
 };
 

@@ -7,13 +7,13 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 // clang-format off
 #include <jpeglib.h>
 #include <jerror.h>
 // clang-format on
 
+#include "trainbench/data/jpeg_markers.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -41,69 +41,6 @@ void on_message(j_common_ptr cinfo, int level) {
   if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error(cinfo);
 }
 
-// A file's layout as libjpeg's marker reader meets it, from start to end-of-image marker.
-struct jpeg_layout {
-  std::size_t end = 0;  // just past the end-of-image marker; 0: there is none, the file is cut short
-  std::string refused;  // what libjpeg would refuse on reading to the end, if anything
-};
-
-bool is_frame(std::uint8_t m) { return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC; }
-
-// Markers libjpeg reads without complaint besides frames, scans, SOI and EOI: tables, restart
-// interval, DNL, APPn, COM, restarts and TEM. Any other stops it ("Unsupported marker type").
-bool is_known(std::uint8_t m) {
-  return m == 0xC4 || m == 0xCC || (m >= 0xDB && m <= 0xDD) || (m >= 0xE0 && m <= 0xEF) || m == 0xFE ||
-         (m >= 0xD0 && m <= 0xD7) || m == 0x01;
-}
-
-// Walks the file as a decoder reads it: marker segments skipped by their length (an EXIF
-// thumbnail's own FF D9 is inside one), entropy-coded data up to the next marker (there 0xFF is
-// stuffed as FF 00, and FF D0..D7 are restarts). What follows the end marker (a Motion Photo's
-// video) is never looked at. A single-scan file is only decoded down to its crop's last row, so
-// what libjpeg would refuse after the image data (met by jpeg_finish_decompress, which reads on
-// to the end marker) is found here, for every crop alike.
-// Not inlined into open(): its locals would share a frame with open()'s setjmp.
-[[gnu::noinline]] jpeg_layout walk(const std::uint8_t* d, std::size_t size) {
-  jpeg_layout out;
-  int frames = 0, components = 0, scans = 0;
-  bool progressive = false, single_scan = false;
-  std::size_t i = 2;  // after SOI
-  while (i < size) {
-    const void* ff = std::memchr(d + i, 0xFF, size - i);  // libjpeg skips stray bytes between segments too
-    if (!ff) return out;
-    std::size_t j = static_cast<std::size_t>(static_cast<const std::uint8_t*>(ff) - d) + 1;
-    while (j < size && d[j] == 0xFF) ++j;  // fill bytes
-    if (j >= size) return out;
-    const std::uint8_t m = d[j];
-    i = j + 1;
-    if (m == 0xD9) {
-      out.end = i;
-      return out;
-    }
-    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;  // stuffing, TEM, restarts: no length
-    if (m == 0xD8) {
-      out.refused = "invalid JPEG structure: two SOI markers";
-    } else if (is_frame(m) && ++frames > 1) {
-      out.refused = "invalid JPEG structure: two SOF markers";
-    } else if (m == 0xDA && ++scans > 1 && single_scan) {
-      out.refused = "invalid JPEG structure: more than one scan in a single-scan (sequential) JPEG";
-    } else if (!is_frame(m) && m != 0xDA && !is_known(m)) {
-      char text[64];
-      std::snprintf(text, sizeof text, "unsupported JPEG marker 0xff%02x", m);
-      out.refused = text;
-    }
-    if (!out.refused.empty() || i + 2 > size) return out;
-    const std::size_t length = static_cast<std::size_t>(d[i]) << 8 | d[i + 1];
-    if (is_frame(m) && i + 8 <= size) {
-      progressive = m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE;
-      components = d[i + 7];
-    }
-    if (m == 0xDA && scans == 1 && i + 3 <= size) single_scan = !progressive && d[i + 2] == components;
-    i += std::max<std::size_t>(length, 2);  // after SOS: its entropy-coded data, scanned as above
-  }
-  return out;
-}
-
 // torchvision's conversion (decode_jpeg with ImageReadMode.RGB), PIL's too: the values are taken
 // as Adobe-inverted (0 is full ink), as Photoshop writes them, whether or not the file has an
 // Adobe marker, since both assume that; k * c / 255 is rounded as they round it.
@@ -124,6 +61,16 @@ void cmyk_to_rgb(std::uint8_t* row, int width) {
     q[1] = cmyk_channel(m, k);
     q[2] = cmyk_channel(y, k);
   }
+}
+
+// The markers' verdict (data/jpeg_markers.cpp), kept in `out`: the file is refused, or ends
+// just past its end-of-image marker. Not inlined into open(): its locals would share a frame
+// with open()'s setjmp.
+[[gnu::noinline]] std::size_t check_markers(const std::uint8_t* data, std::size_t size, jpeg_markers& out) {
+  out = read_jpeg_markers(data, size);
+  if (!out.refused.empty()) throw bad_image(out.refused);
+  if (out.end == 0) throw bad_image("truncated JPEG (no end-of-image marker)");
+  return out.end;
 }
 
 }  // namespace
@@ -147,6 +94,7 @@ jpeg_decoder::~jpeg_decoder() { jpeg_destroy_decompress(&s_->cinfo); }
 jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::int64_t max_pixels) {
   jpeg_decompress_struct& c = s_->cinfo;
   jpeg_abort_decompress(&c);  // frees the last image's memory, keeps the decoder
+  markers_ = jpeg_markers{};
   if (size == 0) throw bad_image("empty file (0 bytes)");
   if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) {
     char head[64];
@@ -154,10 +102,7 @@ jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::in
                   size > 1 ? data[1] : 0);
     throw bad_image(head);
   }
-  const jpeg_layout layout = walk(data, size);
-  if (!layout.refused.empty()) throw bad_image(layout.refused);
-  if (layout.end == 0) throw bad_image("truncated JPEG (no end-of-image marker)");
-  const std::size_t end = layout.end;
+  const std::size_t end = check_markers(data, size, markers_);
   if (setjmp(s_->err.jump)) {
     jpeg_abort_decompress(&c);
     throw bad_image(s_->err.message);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/data/jpeg_markers.hpp"
+
 namespace trainbench {
 
 // A file that cannot be used as an image (not a JPEG, truncated, corrupt, too large, ...).
@@ -55,6 +57,9 @@ class jpeg_decoder {
   // and PIL: a file's verdict must not depend on which rows its crop decodes.
   // The pixels stay valid until the next open().
   decoded_pixels decode(const jpeg_region& region);
+  // What the marker walker found in the file open() last accepted: its frame, and `end`, the
+  // length of the image without what follows its end-of-image marker.
+  const jpeg_markers& markers() const { return markers_; }
   // The dimensions libjpeg gives the image at 1/scale (ceil(size / scale)).
   static int scaled(int size, int scale) { return (size + scale - 1) / scale; }
 
@@ -62,6 +67,7 @@ class jpeg_decoder {
   struct state;
   std::unique_ptr<state> s_;
   std::vector<std::uint8_t> pixels_, row_;
+  jpeg_markers markers_;
 };
 
 // Encodes RGB or grayscale pixels (used by make-dataset and the tests).

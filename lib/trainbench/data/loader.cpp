@@ -63,6 +63,10 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
     s.batch.slot = i;
     s.next_index = i;
   }
+  if (options_.encoded && options_.file_ring_bytes > 0) {
+    ring_memory_ = at::empty({static_cast<std::int64_t>(options_.file_ring_bytes)}, opts.dtype(at::kByte));
+    ring_ = std::make_unique<byte_ring>(ring_memory_.data_ptr<std::uint8_t>(), options_.file_ring_bytes);
+  }
   if (options_.workers == 0) main_state_ = make_state(0);
   for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
 }
@@ -71,11 +75,17 @@ int batch_loader::ring_slots(const loader_options& o) {
   return static_cast<int>(loader_slot_count(o.workers, o.prefetch_factor));
 }
 
+std::size_t batch_loader::file_ring_size(const loader_options& o) {
+  const std::size_t per_file = 160 << 10, most = std::size_t{1} << 30;
+  return std::min(most, static_cast<std::size_t>(ring_slots(o)) * static_cast<std::size_t>(o.batch_size) * per_file);
+}
+
 batch_loader::~batch_loader() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
+  if (ring_) ring_->close();  // a worker may wait in it for room or its turn
   changed_.notify_all();
   for (auto& t : threads_) t.join();
   // A fence may refer to a copy still in flight; wait before the buffers go away.
@@ -141,6 +151,15 @@ void batch_loader::fill(slot& s, std::int64_t index, worker_state& w, std::int64
   // Read this batch's positions of the epoch order in place (no per-batch allocation).
   const batch_span span = span_of(index);
   fill_samples(s, span, index, w);
+  // Every batch takes its turn in the file ring, in index order, so a batch never waits for room
+  // held by a later one. No room yet: the ring waits for the device to finish the oldest reads.
+  if (ring_) {
+    s.block = ring_->acquire(index, s.files.bytes.size());
+    if (s.block) {
+      std::memcpy(s.block.data, s.files.bytes.data(), s.files.bytes.size());
+      s.files.ring = s.block.data;
+    }
+  }
   s.batch.index = index;
   s.batch.count = span.count;
   counters_.count_images(w.id, span.count);
@@ -187,6 +206,7 @@ void batch_loader::fail(std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_) error_ = std::move(error);
   stopping_ = true;
+  if (ring_) ring_->close();
   changed_.notify_all();
 }
 
@@ -254,6 +274,8 @@ void batch_loader::release(const host_batch& batch, copy_fence fence) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TB_ASSERT(s.state == slot_state::ready && s.batch.index == batch.index, "release of a batch not handed out");
+    if (s.block) ring_->release(s.block, fence);  // the ring takes it back only when it needs the room
+    s.block = {};
     s.fence = std::move(fence);
     s.next_index = batch.index + slots();
     s.state = slot_state::free;

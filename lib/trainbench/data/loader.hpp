@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "trainbench/data/byte_ring.hpp"
 #include "trainbench/data/dataset.hpp"
 #include "trainbench/data/folder_reader.hpp"
 #include "trainbench/data/load_timing.hpp"
@@ -30,6 +31,10 @@ struct loader_options {
   bool channels_last = false;
   bool raw_uint8 = false;  // ship source pixels; resize/normalise happen on the device
   bool encoded = false;    // image folders, data.decode: device: ship the files, undecoded
+  // Encoded batches: the bytes of the ring the workers copy each batch's files into (pinned when
+  // pin_memory is honoured, so the device reads them asynchronously); 0: no ring, the files stay
+  // in each slot's own pageable buffer. A batch larger than the ring stays there too.
+  std::size_t file_ring_bytes = 0;
   int image_size = 224;
   std::vector<double> mean{0.5, 0.5, 0.5}, std{0.5, 0.5, 0.5};
   std::uint64_t seed = 0;
@@ -64,6 +69,11 @@ class batch_loader {
 
   // The ring's size for these options: prefetch_factor batches per worker, at least two.
   static int ring_slots(const loader_options& options);
+  // The file ring's size for these options: 160 KiB a file for every slot's batch (ImageNet's
+  // JPEGs average 110 KB), at most 1 GiB.
+  static std::size_t file_ring_size(const loader_options& options);
+  std::size_t file_ring_capacity() const { return ring_ ? ring_->capacity() : 0; }
+  bool file_ring_pinned() const { return ring_ && pinned_; }
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
   std::int64_t samples_per_epoch() const { return shard_size_; }
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -86,7 +96,8 @@ class batch_loader {
     slot_state state = slot_state::free;
     std::int64_t next_index = 0;  // the batch this slot may take next
     copy_fence fence;
-    encoded_batch files;  // data.decode: device
+    encoded_batch files;     // data.decode: device
+    byte_ring::block block;  // where files.bytes were copied for the consumer (file_ring_bytes)
   };
 
   struct batch_span {
@@ -118,6 +129,8 @@ class batch_loader {
   std::int64_t shard_size_ = 0, batches_per_epoch_ = 0;
   bool pinned_ = false;
   std::vector<slot> slots_;
+  at::Tensor ring_memory_;           // before ring_: it outlives the ring
+  std::unique_ptr<byte_ring> ring_;  // encoded batches with file_ring_bytes
   std::int64_t consumed_ = 0;
   int ready_ = 0;  // filled and not yet taken (guarded by mutex_; counted for a trace)
   worker_state main_state_;

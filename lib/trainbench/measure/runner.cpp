@@ -265,9 +265,18 @@ void runner::record_loader(const load_totals& d, double elapsed) {
 void runner::record_device_decode(const device_decode_counts& before, const device_decode_counts& now) {
   if (!result_.device_decode) result_.device_decode.emplace();
   device_decode_result& d = *result_.device_decode;
-  d.windows.push_back({now.images_device - before.images_device, now.host_fallbacks - before.host_fallbacks});
+  d.windows.push_back({now.images_device - before.images_device, now.host_fallbacks - before.host_fallbacks,
+                       now.images_hardware - before.images_hardware, now.images_cuda - before.images_cuda,
+                       now.pageable_batches - before.pageable_batches,
+                       static_cast<double>(now.submit_ns() - before.submit_ns()) * 1e-9});
   d.images_device = now.images_device;
+  d.images_hardware = now.images_hardware;
+  d.images_cuda = now.images_cuda;
   d.host_fallbacks = now.host_fallbacks;
+  d.pageable_batches = now.pageable_batches;
+  d.submit_host_s = {static_cast<double>(now.route_ns) * 1e-9, static_cast<double>(now.hardware_ns) * 1e-9,
+                     static_cast<double>(now.cuda_ns) * 1e-9, static_cast<double>(now.fallback_ns) * 1e-9,
+                     static_cast<double>(now.crop_ns) * 1e-9};
   d.replaced_samples = now.replaced_samples;
   d.bytes_held = now.bytes_held;
   d.peak_bytes_held = now.peak_bytes_held;

@@ -164,10 +164,17 @@ void pool_loader(std::optional<loader_result>& into, const loader_result& l) {
 
 json device_decode_state_json(const device_decode_result& d) {
   json windows = json::array();
-  for (const auto& w : d.windows) windows.push_back({w.images_device, w.host_fallbacks});
+  for (const auto& w : d.windows)
+    windows.push_back(
+        {w.images_device, w.host_fallbacks, w.images_hardware, w.images_cuda, w.pageable_batches, w.submit_host_s});
+  const decode_host_phases& h = d.submit_host_s;
   return {{"windows", windows},
           {"images_device", d.images_device},
+          {"images_hardware", d.images_hardware},
+          {"images_cuda", d.images_cuda},
           {"host_fallbacks", d.host_fallbacks},
+          {"pageable_batches", d.pageable_batches},
+          {"submit_host_s", {h.route, h.hardware, h.cuda, h.host, h.crop}},
           {"replaced_samples", d.replaced_samples},
           {"bytes_held", d.bytes_held},
           {"peak_bytes_held", d.peak_bytes_held}};
@@ -175,9 +182,19 @@ json device_decode_state_json(const device_decode_result& d) {
 
 device_decode_result device_decode_from(const json& j) {
   device_decode_result d;
-  for (const auto& w : j.at("windows")) d.windows.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<std::int64_t>()});
+  // Windows are [images_device, host_fallbacks, images_hardware, images_cuda, pageable_batches,
+  // submit_host_s].
+  for (const auto& w : j.at("windows"))
+    d.windows.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<std::int64_t>(), w.at(2).get<std::int64_t>(),
+                         w.at(3).get<std::int64_t>(), w.at(4).get<std::int64_t>(), w.at(5).get<double>()});
+  const json& h = j.at("submit_host_s");
+  d.submit_host_s = {h.at(0).get<double>(), h.at(1).get<double>(), h.at(2).get<double>(), h.at(3).get<double>(),
+                     h.at(4).get<double>()};
   d.images_device = j.at("images_device").get<std::int64_t>();
+  d.images_hardware = j.at("images_hardware").get<std::int64_t>();
+  d.images_cuda = j.at("images_cuda").get<std::int64_t>();
   d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
+  d.pageable_batches = j.at("pageable_batches").get<std::int64_t>();
   d.replaced_samples = j.at("replaced_samples").get<std::int64_t>();
   d.bytes_held = j.at("bytes_held").get<std::int64_t>();
   d.peak_bytes_held = j.at("peak_bytes_held").get<std::int64_t>();
@@ -193,7 +210,16 @@ void pool_device_decode(std::optional<device_decode_result>& into, const device_
   }
   append(into->windows, d.windows);
   into->images_device += d.images_device;
+  into->images_hardware += d.images_hardware;
+  into->images_cuda += d.images_cuda;
   into->host_fallbacks += d.host_fallbacks;
+  into->pageable_batches += d.pageable_batches;
+  decode_host_phases& h = into->submit_host_s;
+  h.route += d.submit_host_s.route;
+  h.hardware += d.submit_host_s.hardware;
+  h.cuda += d.submit_host_s.cuda;
+  h.host += d.submit_host_s.host;
+  h.crop += d.submit_host_s.crop;
   into->replaced_samples += d.replaced_samples;
   into->bytes_held = std::max(into->bytes_held, d.bytes_held);
   into->peak_bytes_held = std::max(into->peak_bytes_held, d.peak_bytes_held);

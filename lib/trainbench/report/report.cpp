@@ -132,8 +132,18 @@ json telemetry_json(const telemetry_result& t) {
 // decoded many files is visible beside its throughput.
 json device_decode_json(const device_decode_result& d) {
   json windows = json::array();
-  for (const auto& w : d.windows) windows.push_back({{"images_device", w.images_device}, {"host_fallbacks", w.host_fallbacks}});
-  return {{"images_device", d.images_device},       {"host_fallbacks", d.host_fallbacks},
+  for (const auto& w : d.windows)
+    windows.push_back({{"images_device", w.images_device},
+                       {"images_hardware", w.images_hardware},
+                       {"images_cuda", w.images_cuda},
+                       {"host_fallbacks", w.host_fallbacks},
+                       {"pageable_batches", w.pageable_batches},
+                       {"submit_host_s", w.submit_host_s}});
+  const decode_host_phases& h = d.submit_host_s;
+  return {{"images_device", d.images_device},       {"images_hardware", d.images_hardware},
+          {"images_cuda", d.images_cuda},           {"host_fallbacks", d.host_fallbacks},
+          {"pageable_batches", d.pageable_batches},
+          {"submit_host_s", {{"route", h.route}, {"hardware", h.hardware}, {"cuda", h.cuda}, {"host", h.host}, {"crop", h.crop}}},
           {"replaced_samples", d.replaced_samples}, {"bytes_held", d.bytes_held},
           {"peak_bytes_held", d.peak_bytes_held},   {"windows", windows}};
 }

@@ -89,11 +89,22 @@ struct loader_result {
 // data.decode: device: what the nvJPEG stage decoded, and how, per window and what it holds.
 struct device_decode_window {
   std::int64_t images_device = 0, host_fallbacks = 0;
+  std::int64_t images_hardware = 0, images_cuda = 0;  // images_device split by nvJPEG backend
+  std::int64_t pageable_batches = 0;
+  double submit_host_s = 0;  // the decoder's host time in submit, all phases
+};
+// The decoder's host time in submit by phase, seconds (see device_decode_counts).
+struct decode_host_phases {
+  double route = 0, hardware = 0, cuda = 0, host = 0, crop = 0;
 };
 struct device_decode_result {
   std::vector<device_decode_window> windows;
-  std::int64_t images_device = 0;     // the whole run, warmup included
-  std::int64_t host_fallbacks = 0;    // files nvJPEG cannot decode (arithmetic-coded, ...), decoded on the host
+  std::int64_t images_device = 0;     // the whole run, warmup included: images_hardware + images_cuda
+  std::int64_t images_hardware = 0;   // by the hardware backend (the GPU's JPEG engines)
+  std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
+  std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
+  std::int64_t pageable_batches = 0;  // batches whose files nvJPEG read from pageable memory (not the pinned ring)
+  decode_host_phases submit_host_s;   // the whole run, warmup included
   std::int64_t replaced_samples = 0;  // files neither could decode, replaced (data.on_bad_file: skip)
   std::int64_t bytes_held = 0;        // the pixel arena at the end (a pooled report: the largest)
   std::int64_t peak_bytes_held = 0;

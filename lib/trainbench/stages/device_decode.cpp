@@ -1,6 +1,7 @@
 #include "trainbench/stages/device_decode.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace trainbench {
 
@@ -46,23 +47,27 @@ const char* nvjpeg_status_name(int status) {
   return row ? row->name : "unknown nvjpegStatus_t";
 }
 
-bool jpeg_is_arithmetic_coded(const std::uint8_t* data, std::size_t size) {
-  std::size_t i = 2;  // after SOI
-  while (i + 4 <= size) {
-    if (data[i] != 0xFF) return false;
-    const std::uint8_t marker = data[i + 1];
-    if (marker == 0xFF) {  // fill byte
-      ++i;
-      continue;
-    }
-    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC)
-      return marker >= 0xC9;  // SOF9-11, SOF13-15 (0xCC is DAC, the table, not a frame)
-    if (marker == 0xDA || marker == 0xD9) return false;  // SOS or EOI before any frame
-    const std::size_t length = (static_cast<std::size_t>(data[i + 2]) << 8) | data[i + 3];
-    if (length < 2) return false;
-    i += 2 + length;
+const char* backend_name(decode_backend b) {
+  switch (b) {
+    case decode_backend::hardware:
+      return "hardware";
+    case decode_backend::cuda:
+      return "cuda";
+    case decode_backend::host:
+      return "host";
   }
-  return false;
+  return "?";
+}
+
+decode_backend choose_backend(const jpeg_markers& m, bool engines) {
+  if (!m.ok() || m.arithmetic || m.precision != 8) return decode_backend::host;
+  if (m.process == jpeg_process::lossless || m.process == jpeg_process::hierarchical) return decode_backend::host;
+  if (m.components != 1 && m.components != 3) return decode_backend::host;
+  if (engines && m.process == jpeg_process::baseline) {
+    const std::string s = m.subsampling();
+    if (s == "4:2:0" || s == "4:4:4" || s == "4:2:2" || s == "gray") return decode_backend::hardware;
+  }
+  return decode_backend::cuda;
 }
 
 arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes) {

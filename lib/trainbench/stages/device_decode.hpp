@@ -7,6 +7,8 @@
 #include <deque>
 #include <vector>
 
+#include "trainbench/data/jpeg_markers.hpp"
+
 namespace trainbench {
 
 // What a status from an nvJPEG decode call means for the run.
@@ -19,9 +21,23 @@ enum class nvjpeg_outcome {
 nvjpeg_outcome classify_nvjpeg_status(int status);
 const char* nvjpeg_status_name(int status);
 
-// True for a JPEG whose frame header is arithmetic-coded (SOF9-11, SOF13-15): nvJPEG decodes only
-// Huffman-coded files, libjpeg-turbo decodes both. Reads markers up to the first SOF or SOS.
-bool jpeg_is_arithmetic_coded(const std::uint8_t* data, std::size_t size);
+// Which decoder an image of a batch is sent to, from its markers (data/jpeg_markers.hpp).
+enum class decode_backend {
+  hardware,  // nvJPEG's hardware backend: the GPU's JPEG engines (A100, H100, H200), batched
+  cuda,      // nvJPEG's general backend (CUDA kernels, Huffman on the host for progressive files)
+  host       // libjpeg-turbo on the host, then copied up
+};
+const char* backend_name(decode_backend b);
+
+// The first choice for one file; nvJPEG may still refuse it at run time (the hardware backend's
+// own check, nvjpegDecodeBatchedSupported, or a decode status), and then the next one down takes it.
+// - hardware: baseline (SOF0, Huffman, 8-bit, one frame) in 4:2:0, 4:4:4, 4:2:2 or grayscale,
+//   when `engines` (the hardware backend could be created on this GPU);
+// - host: arithmetic coding, 12-bit, lossless or hierarchical frames (nvJPEG decodes none of them
+//   the way the host does), and four components (CMYK and YCCK: the host converts them as
+//   torchvision does, nvJPEG does not), and files whose markers are incomplete or refused;
+// - cuda: the rest (progressive, extended sequential, other subsamplings).
+decode_backend choose_backend(const jpeg_markers& markers, bool engines);
 
 // Where each image of a batch lands in the one pixel arena: its own region, aligned, never shared
 // with another image of the batch (the hardware engines may write them in any order).
@@ -50,8 +66,17 @@ class arena_sizer {
 
 // What the stage has done so far; the runner takes differences over each window.
 struct device_decode_counts {
-  std::int64_t images_device = 0;   // decoded by nvJPEG
+  std::int64_t images_device = 0;    // decoded by nvJPEG: images_hardware + images_cuda
+  std::int64_t images_hardware = 0;  // by the hardware backend (the JPEG engines)
+  std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
+  std::int64_t pageable_batches = 0;  // batches whose files were not in the pinned ring
+  // Host time spent in submit, by phase (steady clock, as the loader's workers count theirs):
+  // choosing, parsing and placing (route), the hardware batch call, the general backend's calls (its
+  // Huffman decoding runs in them), host fallbacks (libjpeg-turbo and the copy), and launching
+  // the crops. What a GPU run needs to say where the training thread's time goes.
+  std::int64_t route_ns = 0, hardware_ns = 0, cuda_ns = 0, fallback_ns = 0, crop_ns = 0;
+  std::int64_t submit_ns() const { return route_ns + hardware_ns + cuda_ns + fallback_ns + crop_ns; }
   std::int64_t replaced_samples = 0;  // bad files (data.on_bad_file: skip) replaced within the batch
   std::int64_t bytes_held = 0;      // pixel arena now
   std::int64_t peak_bytes_held = 0;
