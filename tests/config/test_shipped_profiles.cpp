@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
