@@ -263,6 +263,9 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
         if (r or {}).get("status") == "ok" else None
     if dev or host:
         print(ratio_line("decode images/s (bench-data): device / host", (rate(dev), "device"), (rate(host), "host")))
+        if dev and (dev.get("effective") or {}).get("decode") != "device":
+            print("  The device run decoded on the host (nvJPEG unavailable or no GPU: its notes say why): "
+                  "the ratio compares the host with itself.")
     else:
         print("- decode images/s (bench-data): not measured (no decode/ reports: the kit's decode phase did not run; "
               "the JPEG ladder's rungs train as well as decode).")
@@ -344,13 +347,14 @@ def decode_section(decode):
     if not decode:
         return []
     print("\n## Decoding JPEGs: host against GPU (`bench-data`, configs/imagenet/05-device-decode.yaml)\n")
-    print("| decode | images/s | IQR | processes | notes |\n|---|---:|---|---:|---|")
+    print("| data.decode | decoded on | images/s | IQR | processes | notes |\n|---|---|---:|---|---:|---|")
     failures = []
     for mode, r in decode.items():
         s = (r.get("results") or {}).get("samples_per_s") or {}
         p = ((r.get("results") or {}).get("processes") or {}).get("measured", "–")
         iqr = f"{s.get('q1', 0):.0f}–{s.get('q3', 0):.0f}" if median(r) else "–"
-        print(f"| {mode} | {fmt(median(r))} | {iqr} | {p} | {notes_of(r)} |")
+        print(f"| {mode} | {(r.get('effective') or {}).get('decode', '?')} | {fmt(median(r))} | {iqr} | {p} | "
+              f"{notes_of(r)} |")
         if r.get("status") != "ok":
             failures.append(f"decode {mode}: {(r.get('error') or {}).get('message', r.get('status'))}")
     return failures
