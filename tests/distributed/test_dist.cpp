@@ -352,7 +352,7 @@ TEST_CASE("a store call blocked on a dead link returns to its caller within the 
   l.master_addr = "127.0.0.1";
   l.master_port = free_port();
   const auto store = open_tcp_store(l, std::chrono::seconds(30));
-  store->set("here", {1});
+  store->set("here", std::vector<std::uint8_t>{1});
   CHECK(wait_for_keys(store, {"here"}, std::chrono::steady_clock::now() + std::chrono::seconds(60),
                       std::chrono::seconds(30)) == key_wait::ready);
   CHECK(wait_for_keys(store, {"here", "never"}, std::chrono::steady_clock::now() + std::chrono::milliseconds(20),

@@ -28,7 +28,7 @@ fake_run level_run(int i, double level, const std::string& name = "resnet-tiny")
   return r;
 }
 
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string shell_word(const fs::path& p) { return "'" + p.string() + "'"; }
 
 }  // namespace
 
@@ -36,17 +36,17 @@ TEST_CASE("history: --window beyond 1000 runs is bad input, exit 2, for add, sho
   const fs::path dir = scratch("history-window-bound");
   const std::string db = (dir / "h.sqlite").string();
   const fs::path report = write_report(dir, "r", level_run(0, 1000));
-  const auto add = run_cli("history add -q --db " + quoted(db) + " --commit c1 --branch main --window 50000 " +
-                           quoted(report));
+  const auto add = run_cli("history add -q --db " + shell_word(db) + " --commit c1 --branch main --window 50000 " +
+                           shell_word(report));
   CHECK(add.code == 2);
   CHECK(add.output.find("--window 50000: at most 1000 runs") != std::string::npos);
   CHECK_FALSE(fs::exists(db));  // refused before the database is made
-  REQUIRE(run_cli("history add -q --db " + quoted(db) + " --commit c1 --branch main " + quoted(report)).code == 0);
-  const auto show = run_cli("history show --db " + quoted(db) + " --window 1001");
+  REQUIRE(run_cli("history add -q --db " + shell_word(db) + " --commit c1 --branch main " + shell_word(report)).code == 0);
+  const auto show = run_cli("history show --db " + shell_word(db) + " --window 1001");
   CHECK(show.code == 2);
   CHECK(show.output.find("--window 1001: at most 1000 runs") != std::string::npos);
-  CHECK(run_cli("history show --db " + quoted(db) + " --window 1000").code == 0);
-  const auto gate = run_cli("history gate --db " + quoted(db) + " --window 50000 " + quoted(report));
+  CHECK(run_cli("history show --db " + shell_word(db) + " --window 1000").code == 0);
+  const auto gate = run_cli("history gate --db " + shell_word(db) + " --window 50000 " + shell_word(report));
   CHECK(gate.code == 2);
   CHECK(gate.output.find("at most 1000 runs") != std::string::npos);
 }
@@ -70,7 +70,7 @@ TEST_CASE("history: a series id that is not trainbench's is refused on read, nev
     d->query("UPDATE tb_series SET id = ?", {hostile});
   }
   const fs::path out = dir / "site" / "a" / "b";
-  const auto r = run_cli("history show --db " + quoted(db) + " --out " + quoted(out));
+  const auto r = run_cli("history show --db " + shell_word(db) + " --out " + shell_word(out));
   INFO(r.output);
   CHECK(r.code == 2);
   CHECK(r.output.find("not one trainbench writes") != std::string::npos);
@@ -110,7 +110,7 @@ TEST_CASE("gate markdown: text from files renders as itself, the database as its
   fake_run cand = level_run(20, 900, name);
   cand.driver = "575.51<img src=x>";
   write_report(dir / "cand", "a", cand);
-  const auto r = run_cli("history gate --db " + quoted(db) + " --format markdown " + quoted(dir / "cand"));
+  const auto r = run_cli("history gate --db " + shell_word(db) + " --format markdown " + shell_word(dir / "cand"));
   INFO(r.output);
   CHECK(r.code == 1);
   CHECK(r.output.find("<script>") == std::string::npos);
@@ -131,7 +131,7 @@ TEST_CASE("gate markdown on PostgreSQL names the database, not its host, user or
   const fs::path dir = scratch("history-gate-md-pg");
   add_series(*db, dir / "base", 6, [](int i) { return level_run(i, 1000); });
   write_report(dir / "cand", "a", level_run(20, 1000));
-  const auto r = run_cli("history gate --db '" + *db + "' --format markdown " + quoted(dir / "cand"));
+  const auto r = run_cli("history gate --db '" + *db + "' --format markdown " + shell_word(dir / "cand"));
   INFO(r.output);
   CHECK(r.code == 0);
   CHECK(r.output.find(" in PostgreSQL database ") != std::string::npos);
@@ -152,9 +152,9 @@ TEST_CASE("history: a PostgreSQL writer waits a bounded time for another's lock,
   if (!db) return;
   const fs::path dir = scratch("history-pg-lock-wait");
   const fs::path report = write_report(dir, "r", level_run(0, 1000));
-  REQUIRE(run_cli("history add -q --db '" + *db + "' --commit c0 --branch main " + quoted(report)).code == 0);
+  REQUIRE(run_cli("history add -q --db '" + *db + "' --commit c0 --branch main " + shell_word(report)).code == 0);
   const fs::path second = write_report(dir, "s", level_run(1, 1000));
-  const std::string add = "history add -q --db '" + *db + "' --commit c1 --branch main " + quoted(second);
+  const std::string add = "history add -q --db '" + *db + "' --commit c1 --branch main " + shell_word(second);
   {
     auto holder = open_database(*db);
     holder->begin_write();  // another writer, stuck inside its transaction
@@ -182,7 +182,7 @@ TEST_CASE("history: show and gate read a read-only SQLite copy, change points ke
                               fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
   const auto before = fs::last_write_time(db);
   // --max-p other than add's: the stored change points do not fit, so show computes them anew.
-  const auto show = run_shell_with_permissions("\"$TB\" history show --format json --max-p 0.01 --db " + quoted(db));
+  const auto show = run_shell_with_permissions("\"$TB\" history show --format json --max-p 0.01 --db " + shell_word(db));
   if (show.code == -1) {
     std::cout << "trainbench_test_skipped: this process cannot give up CAP_DAC_OVERRIDE\n";
     return;
@@ -191,7 +191,7 @@ TEST_CASE("history: show and gate read a read-only SQLite copy, change points ke
   CHECK(show.code == 0);
   CHECK(show.output.find("\"runs\"") != std::string::npos);
   const auto gate =
-      run_shell_with_permissions("\"$TB\" history gate --max-p 0.01 --db " + quoted(db) + " " + quoted(dir / "cand"));
+      run_shell_with_permissions("\"$TB\" history gate --max-p 0.01 --db " + shell_word(db) + " " + shell_word(dir / "cand"));
   INFO(gate.output);
   CHECK(gate.code == 0);
   CHECK(gate.output.find("gate: PASS") != std::string::npos);
@@ -219,12 +219,12 @@ TEST_CASE("history: show and gate run as a PostgreSQL role that may only SELECT"
   const auto show = run_cli("history show --format json --max-p 0.01 --db '" + reader + "'");
   INFO(show.output);
   CHECK(show.code == 0);
-  const auto gate = run_cli("history gate --max-p 0.01 --db '" + reader + "' " + quoted(dir / "cand"));
+  const auto gate = run_cli("history gate --max-p 0.01 --db '" + reader + "' " + shell_word(dir / "cand"));
   INFO(gate.output);
   CHECK(gate.code == 0);
   // The same role cannot add: the refusal is the server's, not a silent no-op.
   const auto add = run_cli("history add -q --db '" + reader + "' --commit c9 --branch main " +
-                           quoted(dir / "cand" / "a.json"));
+                           shell_word(dir / "cand" / "a.json"));
   CHECK(add.code != 0);
 }
 
@@ -246,14 +246,14 @@ TEST_CASE("history: one rank's windows of a two-rank job are not judged against 
   const std::string db = (dir / "h.sqlite").string();
   for (int i = 0; i < 12; ++i) {
     const fs::path r = write_dist_report(dir / "base", "b" + std::to_string(i), level_run(i, 2000), 2);
-    REQUIRE(run_cli("history add -q --db " + quoted(db) + " --branch main --commit " + commit_of(i) + " " + quoted(r))
+    REQUIRE(run_cli("history add -q --db " + shell_word(db) + " --branch main --commit " + commit_of(i) + " " + shell_word(r))
                 .code == 0);
   }
   // A failed candidate: rank 0's windows alone, half the job's rate, and no slower per rank.
   fake_run failed = level_run(20, 1000);
   failed.status = "error";
   write_dist_report(dir / "cand", "a", failed, 1);
-  const auto r = run_cli("history gate --format json --db " + quoted(db) + " " + quoted(dir / "cand"));
+  const auto r = run_cli("history gate --format json --db " + shell_word(db) + " " + shell_word(dir / "cand"));
   INFO(r.output);
   const json g = json::parse(r.output.substr(r.output.find('{')));
   REQUIRE(g["series"].size() == 1);
@@ -264,8 +264,8 @@ TEST_CASE("history: one rank's windows of a two-rank job are not judged against 
 
   // Such a run, even one that ended ok, never counts as a median of the series.
   const fs::path partial = write_dist_report(dir / "more", "p", level_run(30, 1000), 1);
-  REQUIRE(run_cli("history add -q --db " + quoted(db) + " --branch main --commit c30 " + quoted(partial)).code == 0);
-  const auto show = run_cli("history show --format json --db " + quoted(db));
+  REQUIRE(run_cli("history add -q --db " + shell_word(db) + " --branch main --commit c30 " + shell_word(partial)).code == 0);
+  const auto show = run_cli("history show --format json --db " + shell_word(db));
   REQUIRE(show.code == 0);
   const json runs = json::parse(show.output.substr(show.output.find('{')))["series"][0]["runs"];
   REQUIRE(runs.size() == 13);
