@@ -39,12 +39,14 @@ void add_run_options(CLI::App& cmd, trainbench::run_request& req, bool config_re
   cmd.add_flag("--strict", req.strict, "treat requested-but-ineffective switches as errors");
   cmd.add_option("--trace", req.trace,
                  "write a Chrome trace-event JSON of every measured batch (Perfetto, chrome://tracing); {rank} "
-                 "becomes the rank (overrides measure.trace)");
+                 "becomes the rank; with several processes, {process} the process (else -process<k> before the "
+                 "extension) (overrides measure.trace)");
   if (!with_model) return;
   cmd.add_option("--baseline", req.baseline,
                  "data-parallel runs: a report of the same profile at world size 1, for scaling efficiency");
   cmd.add_option("--save-weights", req.save_weights,
-                 "write the model's state dict (torch.load-able) after the run; {rank} becomes the rank");
+                 "write the model's state dict (torch.load-able) after the run; {rank} becomes the rank, "
+                 "{process} the process (else -process<k> before the extension with several)");
 }
 
 // A first word that is neither an option nor a command is a misspelt command: say which was meant.
@@ -87,11 +89,13 @@ int main(int argc, char** argv) {
   // The processes' own (run --processes, a ladder's rounds): each is a fresh `run` that pools
   // its windows with the earlier processes of its profile here.
   run->add_option("--pool-state", run_req.pool_state, "")->group("");
+  run->add_option("--process", run_req.process, "")->group("");
 
   run_request data_req;
   auto* bench_data = app.add_subcommand("bench-data", "run only the loader and the transfer (no model)");
   add_run_options(*bench_data, data_req, true, false);
   bench_data->add_option("--pool-state", data_req.pool_state, "")->group("");
+  bench_data->add_option("--process", data_req.process, "")->group("");
 
   bottleneck_request neck;
   auto* bottleneck =

@@ -5,12 +5,15 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <future>
+#include <set>
 #include <thread>
 
 #include "distributed/dist_helpers.hpp"
 #include "helpers.hpp"
 #include "trace_checks.hpp"
 #include "trainbench/config/profile_io.hpp"
+#include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/ladder_store.hpp"
 #include "trainbench/distributed/process_group.hpp"
@@ -209,6 +212,30 @@ TEST_CASE("torchrun starts two ranks, with scaling efficiency against a one-proc
   CHECK(identical(parameters_of(dir / "w0.pt"), parameters_of(dir / "w1.pt")));
 }
 
+// Every rank runs every process; only the rank that writes a report pools, through a state
+// file of its own: 3 processes are 3, not each round once per rank.
+TEST_CASE("torchrun with run --processes 3: the report holds exactly 3 processes") {
+  const auto dir = tbtest::scratch("dist-torchrun-processes");
+  const std::string config = tbtest::tiny_profile(dir, dist_extra);
+  const auto r = tbtest::run_shell("'" + python() + "' -m torch.distributed.run --nproc-per-node 2 --master-port " +
+                                   std::to_string(free_port()) + " --no-python \"$TB\" run --config " + config +
+                                   " -q --processes 3 --set measure.repeats=1 --out '" +
+                                   (dir / "r{rank}.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  for (const char* rank : {"0", "1"}) {
+    INFO("rank " << rank);
+    const auto report = tbtest::read_json(dir / ("r" + std::string(rank) + ".json"));
+    CHECK(report["measure"]["processes"] == 3);
+    CHECK(report["results"]["processes"]["count"] == 3);
+    CHECK(report["results"]["distributed"]["world_size"] == 2);
+    std::multiset<int> processes;
+    for (const auto& w : report["results"]["repeats"]) processes.insert(w["process"].get<int>());
+    CHECK(processes == std::multiset<int>{0, 1, 2});  // one (merged) window from each process
+    CHECK(fs::exists(dir / "processes" / ("r" + std::string(rank) + ".rank" + rank + ".json")));
+  }
+}
+
 TEST_CASE("ranks given different profiles refuse to run") {
   const auto dir = tbtest::scratch("dist-different");
   const std::string config = tbtest::tiny_profile(dir, dist_extra);
@@ -276,6 +303,61 @@ TEST_CASE("a ladder's rank 0 serves the store until every rank is done with it")
   CHECK(agreed == std::vector<int>{0, 0});
   CHECK_FALSE(rank0_left_early);
   CHECK(rank0_done);
+}
+
+// A peer ladder that is gone ends the wait as soon as its heartbeat has stood still, not after
+// the 5 minutes the ranks otherwise give each other.
+TEST_CASE("a ladder rank whose peer is gone stops waiting when the heartbeat says so") {
+  launch_info l0;
+  l0.launcher = "torchrun";
+  l0.world = 2;
+  l0.master_addr = "127.0.0.1";
+  l0.master_port = free_port();
+  launch_info l1 = l0;
+  l1.rank = l1.local_rank = 1;
+  ladder_store_bounds bounds;
+  bounds.wait = std::chrono::seconds(600);
+  bounds.heartbeat_lost_after = std::chrono::seconds(2);
+  std::unique_ptr<ladder_store> rank1;
+  std::thread start1([&] { rank1 = std::make_unique<ladder_store>(l1, bounds); });
+  ladder_store rank0(l0, bounds);
+  start1.join();
+  REQUIRE(rank1);
+  rank1.reset();  // rank 1's ladder is gone before its first agreement
+  const auto started = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    rank0.agree("round_1/series_0", 0);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(error);
+  // The heartbeat's verdict (on a machine so loaded that the watch itself stalled, it blames the
+  // store rather than rank 1; either way the watch ended the wait).
+  CHECK_THAT(error, Catch::Contains("rank 1 sent no heartbeat for 2 s") || Catch::Contains("did not answer for 2 s"));
+  CHECK(waited < 600);  // the heartbeat ended it, not the wait's bound
+}
+
+TEST_CASE("a store call blocked on a dead link returns to its caller within the bound") {
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  // Stands in for a c10d call that waits on a link that is down.
+  CHECK_FALSE(call_within([released] { released.wait(); }, std::chrono::milliseconds(50)));
+  release->set_value();
+  CHECK(call_within([] {}, std::chrono::seconds(60)));
+  CHECK_THROWS_WITH(call_within([] { throw std::runtime_error("refused"); }, std::chrono::seconds(60)), "refused");
+
+  launch_info l;
+  l.launcher = "torchrun";
+  l.master_addr = "127.0.0.1";
+  l.master_port = free_port();
+  const auto store = open_tcp_store(l, std::chrono::seconds(30));
+  store->set("here", std::vector<std::uint8_t>{1});
+  CHECK(wait_for_keys(store, {"here"}, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                      std::chrono::seconds(30)) == key_wait::ready);
+  CHECK(wait_for_keys(store, {"here", "never"}, std::chrono::steady_clock::now() + std::chrono::milliseconds(20),
+                      std::chrono::seconds(30)) == key_wait::timed_out);
 }
 
 TEST_CASE("srun's environment: ranks from SLURM_PROCID, the store on the node list's first host") {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "helpers.hpp"
+#include "trainbench/commands/fresh_processes.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -145,4 +146,47 @@ TEST_CASE("bench-data writes beside run's report, not over it, and says what it 
                                  (dir / "tiny.bench-data.json").string() + "'");
   CHECK(c.code == 2);
   CHECK(c.output.find("measured: run vs bench-data") != std::string::npos);
+}
+
+TEST_CASE("several profiles without --processes: each report says the processes it holds") {
+  const auto dir = tbtest::scratch("processes-label");
+  tbtest::tiny_profile(dir);
+  tbtest::write_text(dir / "a.yaml", "extends: tiny.yaml\nname: a\nmeasure: {processes: 2, repeats: 1}\n");
+  tbtest::write_text(dir / "b.yaml", "extends: tiny.yaml\nname: b\nmeasure: {repeats: 1}\n");
+  const auto r = tbtest::run_cli("run -q -c '" + (dir / "a.yaml").string() + "' -c '" + (dir / "b.yaml").string() +
+                                 "' --out '" + (dir / "out/{name}.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  for (const char* name : {"a", "b"}) {
+    const json j = tbtest::read_json(dir / "out" / (std::string(name) + ".json"));
+    INFO(name);
+    CHECK(j["results"]["processes"]["count"] == 2);
+    CHECK(j["measure"]["processes"] == 2);  // b's profile says 1; it ran as many as a asked for
+  }
+}
+
+TEST_CASE("each of several processes writes its own trace and weights") {
+  using trainbench::process_file;
+  CHECK(process_file("reports/trace.json", 0) == "reports/trace.json");
+  CHECK(process_file("", 2).empty());
+  CHECK(process_file("reports/trace.json", 2) == "reports/trace-process2.json");
+  CHECK(process_file("w{rank}.pt", 1) == "w{rank}-process1.pt");
+  CHECK(process_file("t/{process}/trace.json", 3) == "t/3/trace.json");
+  CHECK(trainbench::rank_state_file("r/processes/a.json", 0, 1) == fs::path("r/processes/a.json"));
+  CHECK(trainbench::rank_state_file("r/processes/a.json", 1, 2) == fs::path("r/processes/a.rank1.json"));
+  CHECK(trainbench::rank_state_file("r/processes/a{rank}.json", 0, 2) == fs::path("r/processes/a0.rank0.json"));
+
+  const auto dir = tbtest::scratch("processes-outputs");
+  const auto r =
+      tbtest::run_cli("run -q -c '" + tbtest::tiny_profile(dir) + "' --processes 2 --set measure.repeats=1 --trace '" +
+                      (dir / "trace.json").string() + "' --save-weights '" + (dir / "w-{process}.pt").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(fs::exists(dir / "trace.json"));
+  for (const char* k : {"1", "2"}) {
+    const fs::path trace = dir / ("trace-process" + std::string(k) + ".json");
+    REQUIRE(fs::exists(trace));
+    CHECK_FALSE(tbtest::read_json(trace)["traceEvents"].empty());
+    CHECK(fs::file_size(dir / ("w-" + std::string(k) + ".pt")) > 0);
+  }
 }

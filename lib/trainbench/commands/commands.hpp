@@ -18,6 +18,7 @@ struct run_request {
   bool strict = false;
   bool data_only = false;  // bench-data: loader and transfer, no model
   std::string pool_state;  // ladder rounds: pool with the rounds recorded in this file, and add this one
+  int process = 0;         // which of several fresh processes this is (1, 2, ...): see process_file; 0: the only one
   std::string command_line;
 };
 

@@ -31,11 +31,13 @@ std::vector<std::size_t> round_order(std::size_t count, int round, const fresh_p
   return order;
 }
 
-std::vector<std::string> run_arguments(const process_series& s, const fresh_process_request& req, bool last) {
+std::vector<std::string> run_arguments(const process_series& s, const fresh_process_request& req, int round) {
   std::vector<std::string> argv{self_executable(), req.command, "--config", s.file};
   argv.insert(argv.end(), req.child_arguments.begin(), req.child_arguments.end());
   argv.insert(argv.end(), {"--out", s.report.string(), "--pool-state", s.state.string()});
-  if (req.quiet || (req.summary_last_only && !last)) argv.push_back("--quiet");
+  // Each process names its own trace and weights (process_file), so none overwrites another's.
+  if (req.processes > 1) argv.insert(argv.end(), {"--process", std::to_string(round)});
+  if (req.quiet || (req.summary_last_only && round != req.processes)) argv.push_back("--quiet");
   return argv;
 }
 
@@ -71,9 +73,10 @@ void mark_unfinished(const process_series& s, int processes, const std::optional
   write_file_atomic(s.report, j.dump(2) + "\n");
 }
 
-void clear_earlier_results(const std::vector<process_series>& series) {
+// Rank 0 clears the reports; every rank its own state file.
+void clear_earlier_results(const std::vector<process_series>& series, bool writer) {
   for (const auto& s : series) {
-    fs::remove(s.report);
+    if (writer) fs::remove(s.report);
     fs::remove(s.state);
   }
 }
@@ -117,7 +120,7 @@ void run_rounds(std::vector<process_series>& series, const fresh_process_request
       if (!req.quiet)
         std::cout << "== " << s.stem << " (process " << round << "/" << req.processes << ")\n" << std::flush;
       set_store_prefix(round, i);
-      const child_exit mine = run_self(run_arguments(s, req, round == req.processes), held);
+      const child_exit mine = run_self(run_arguments(s, req, round), held);
       const child_exit e = agreed_exit(store, "round_" + std::to_string(round) + "/series_" + std::to_string(i), mine);
       out.interrupted = e.interrupted || e.code == exit_code::interrupted;
       // This rank's own failure is recorded even when another rank's interruption stops the ladder.
@@ -152,10 +155,27 @@ bool mark_crashed(const fs::path& report, int expected, int planned, const child
   return true;
 }
 
+std::string process_file(const std::string& path, int process) {
+  if (path.empty() || process <= 0) return path;
+  const std::string k = std::to_string(process);
+  if (path.find("{process}") != std::string::npos) return replace_all(path, "{process}", k);
+  const fs::path p(path);
+  return (p.parent_path() / (p.stem().string() + "-process" + k + p.extension().string())).string();
+}
+
+fs::path rank_state_file(const fs::path& state, int rank, int world) {
+  if (world <= 1) return state;
+  const std::string r = std::to_string(rank);
+  return state.parent_path() / (replace_all(state.stem().string(), "{rank}", r) + ".rank" + r + state.extension().string());
+}
+
 fresh_process_outcome run_fresh_processes(std::vector<process_series>& series, const fresh_process_request& req) {
   const launch_info launch = read_launch(process_environment());
   const bool writer = launch.rank == 0;
-  if (writer) clear_earlier_results(series);
+  // Under a launcher every rank runs every process, and a rank's process pools only where it
+  // writes a report: each rank has a state file of its own, so no round is pooled twice.
+  for (auto& s : series) s.state = rank_state_file(s.state, launch.rank, launch.world);
+  clear_earlier_results(series, writer);
   held_signals held;  // before the store's threads start, so they inherit it
   ladder_store store(launch);
   fresh_process_outcome out;
@@ -189,11 +209,12 @@ std::string report_of(const run_request& req, const profile& p, std::size_t prof
   return replace_all(req.out, "{name}", p.name);
 }
 
-std::vector<std::string> child_arguments(const run_request& req) {
+std::vector<std::string> child_arguments(const run_request& req, int processes) {
   std::vector<std::string> out;
   for (const auto& s : req.sets) out.insert(out.end(), {"--set", s});
-  // The report's profile says how many processes it pooled.
-  if (req.processes > 0) out.insert(out.end(), {"--set", "measure.processes=" + std::to_string(req.processes)});
+  // The report's profile says how many processes it pooled: with several profiles and no
+  // --processes, every profile runs as many as the one that asks for most.
+  out.insert(out.end(), {"--set", "measure.processes=" + std::to_string(processes)});
   if (req.strict) out.push_back("--strict");
   if (!req.trace.empty()) out.insert(out.end(), {"--trace", req.trace});
   if (!req.baseline.empty()) out.insert(out.end(), {"--baseline", req.baseline});
@@ -221,7 +242,7 @@ int run_processes_command(const run_request& req) {
   fresh_process_request fp;
   fp.command = req.data_only ? "bench-data" : "run";
   fp.processes = std::max(1, processes);
-  fp.child_arguments = child_arguments(req);
+  fp.child_arguments = child_arguments(req, fp.processes);
   fp.quiet = req.quiet;
   fp.summary_last_only = true;
   set_log_quiet(req.quiet);

@@ -38,14 +38,24 @@ struct fresh_process_outcome {
   bool interrupted = false;
 };
 
-// Runs every series' processes, interleaved, after removing an earlier run's reports and state
-// files (rank 0). A series whose process fails is not run again; one
+// Runs every series' processes, interleaved, after removing an earlier run's reports (rank 0) and
+// state files (every rank its own: rank_state_file). A series whose process fails is not run again; one
 // whose process died without writing its report (a signal: the OOM killer, a crash in a CUDA
 // teardown) keeps the earlier processes' report, marked as failed and naming how. Under
 // torchrun or srun every rank runs the same processes in the same order, and rank 0 alone writes
 // reports. An interruption or an error of its own marks every unfinished report before it returns
 // (interrupted) or throws.
 fresh_process_outcome run_fresh_processes(std::vector<process_series>& series, const fresh_process_request& req);
+
+// The state file one rank's processes pool through: `state` alone, or under a launcher
+// <stem>.rank<r><extension> beside it ({rank} in the stem replaced too), one per rank.
+std::filesystem::path rank_state_file(const std::filesystem::path& state, int rank, int world);
+
+// The file one of several fresh processes writes for an output path (a trace, saved weights), so
+// that none overwrites another's: {process} becomes `process` (1, 2, ...); without it,
+// "-process<k>" goes before the extension (trace.json: trace-process2.json). `process` 0 (the
+// only process) or an empty path: the path as given.
+std::string process_file(const std::string& path, int process);
 
 // How a child ended, for a report and the console ("was killed by signal 9 (Killed)", "ended
 // with exit code 1").

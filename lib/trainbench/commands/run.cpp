@@ -3,6 +3,7 @@
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/commands/common.hpp"
+#include "trainbench/commands/fresh_processes.hpp"
 #include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/measure/stats.hpp"
@@ -119,11 +120,12 @@ std::string rank_file(const std::string& path, int rank, bool all_ranks = false)
 
 // Every file the run will write, checked before anything runs (a measurement of minutes must
 // not end in a path that cannot be written).
-void check_outputs(const run_request& req, const profile& p, int rank, const std::string& report_path) {
+void check_outputs(const run_request& req, const profile& p, int rank, const std::string& report_path,
+                   const std::string& weights_file) {
   if (!report_path.empty()) check_writable_file(report_path, req.out.empty() ? "report.path" : "--out");
   const std::string trace = rank_file(p.measure.trace, rank);
   if (!trace.empty()) check_writable_file(trace, req.trace.empty() ? "measure.trace" : "--trace");
-  const std::string weights = rank_file(req.save_weights, rank, true);
+  const std::string weights = rank_file(weights_file, rank, true);
   if (!weights.empty()) check_writable_file(weights, "--save-weights");
 }
 
@@ -138,6 +140,8 @@ int run_command(const run_request& req) {
   const int processes = req.processes > 0 ? req.processes : lp.value.measure.processes;
   if (req.pool_state.empty() && (req.configs.size() > 1 || processes > 1)) return run_processes_command(req);
   if (!req.trace.empty()) lp.value.measure.trace = req.trace;
+  lp.value.measure.trace = process_file(lp.value.measure.trace, req.process);
+  const std::string weights_file = process_file(req.save_weights, req.process);
   const bool loader_floor = req.data_only && lp.value.measure.min_window_s == 0;
   if (loader_floor) lp.value.measure.min_window_s = loader_min_window_s;
   const profile& p = lp.value;
@@ -149,7 +153,7 @@ int run_command(const run_request& req) {
   const std::string path_template = req.out.empty() ? report_path_for(p, req.data_only) : req.out;
   const std::string report_path = rank_file(path_template, bo.launch.rank);
   const bool writes_report = !report_path.empty();
-  check_outputs(req, p, bo.launch.rank, report_path);
+  check_outputs(req, p, bo.launch.rank, report_path, weights_file);
   std::optional<double> baseline;
   if (!req.baseline.empty()) baseline = baseline_rate(req.baseline, p);
   set_log_quiet(req.quiet || bo.launch.rank != 0);
@@ -182,8 +186,8 @@ int run_command(const run_request& req) {
     record_process_cost(in.result, build_s);
     if (pipe->trace) code = close_trace(*pipe->trace, in, code);
     if (code != exit_code::ok) in.result.stopped_by = in.status;  // "error" or "interrupted"
-    if (code == exit_code::ok && !req.save_weights.empty() && pipe->step) {
-      const std::string file = replace_all(req.save_weights, "{rank}", std::to_string(bo.launch.rank));
+    if (code == exit_code::ok && !weights_file.empty() && pipe->step) {
+      const std::string file = replace_all(weights_file, "{rank}", std::to_string(bo.launch.rank));
       try {
         save_weights(*pipe->step->model(), file);
         log_info("weights written to " + file);
@@ -199,8 +203,9 @@ int run_command(const run_request& req) {
   }
   if (!pipe) record_process_cost(in.result, std::nullopt);
   // With a pool state (the processes of run --processes, a ladder's rounds) the report and the
-  // console give every process so far; the error line below says what this one did.
-  const report_input pooled = pooled_input(in, req.pool_state);
+  // console give every process so far; the error line below says what this one did. Only a rank
+  // that writes a report pools: the others' windows are in rank 0's already (gather_ranks).
+  const report_input pooled = pooled_input(in, writes_report ? req.pool_state : "");
   if (writes_report) write_file_atomic(report_path, make_report(pooled).dump(2) + "\n");
   if ((!req.quiet && bo.launch.rank == 0) || code != exit_code::ok) print_summary(pooled);
   if (bo.launch.rank == 0) warn_about_result(pooled);

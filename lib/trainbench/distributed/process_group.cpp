@@ -8,7 +8,6 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainbench/distributed/c10d_state.hpp"
-#include "trainbench/distributed/ladder_store.hpp"
 #include "trainbench/distributed/peer_watch.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/interrupt.hpp"
@@ -22,10 +21,7 @@ namespace trainbench {
 
 namespace {
 
-std::string error_text(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
+std::string error_text(const std::exception& e) { return store_error_text(e); }
 
 std::string seconds(std::chrono::milliseconds t) {
   char buf[32];
@@ -83,6 +79,8 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+}  // namespace
+
 c10::intrusive_ptr<c10d::Store> open_tcp_store(const launch_info& l, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(l.master_port);
@@ -101,6 +99,8 @@ c10::intrusive_ptr<c10d::Store> open_tcp_store(const launch_info& l, std::chrono
                                 seconds(timeout) + ": " + error_text(e));
   }
 }
+
+namespace {
 
 // The run's keys live under `prefix` (set here), which the heartbeat's own connection uses too.
 c10::intrusive_ptr<c10d::Store> connect_store(const launch_info& l, std::chrono::milliseconds timeout,
@@ -220,43 +220,61 @@ std::string process_group::who() const {
 // Each rank announces itself with its host, then waits for all the others; on timeout it can say
 // who is missing. Its heartbeat key exists from here on, so the watch can read every rank's.
 void process_group::rendezvous(std::chrono::milliseconds timeout, const rank_host& mine) {
-  auto& store = *state_->store;
   std::vector<std::string> keys, host_keys;
   for (int r = 0; r < world(); ++r) {
     keys.push_back(joined_key(r));
     host_keys.push_back(host_key(r));
   }
+  bool timed_out = false;
   try {
-    store.add(heartbeat_key(rank()), 1);
-    const std::string record = host_record(mine);
-    store.set(host_key(rank()), std::vector<std::uint8_t>(record.begin(), record.end()));
-    store.set(joined_key(rank()), std::vector<std::uint8_t>{1});
-    // In slices, so that Ctrl-C or torchrun's SIGTERM ends a rendezvous that waits for minutes.
-    const auto deadline = clock_type::now() + timeout;
-    for (;;) {
-      try {
-        store.wait(keys, std::min(slice_without_watch, timeout));
-        break;
-      } catch (const c10::DistStoreError&) {
-        if (clock_type::now() >= deadline) throw;
-      }
-      throw_if_interrupted();
+    const auto store_ptr = state_->store;
+    const std::string record = host_record(mine), beat = heartbeat_key(rank()), host = host_key(rank()),
+                      joined = joined_key(rank());
+    if (!call_within(
+            [store_ptr, record, beat, host, joined] {
+              store_ptr->add(beat, 1);
+              store_ptr->set(host, std::vector<std::uint8_t>(record.begin(), record.end()));
+              store_ptr->set(joined, std::vector<std::uint8_t>{1});
+            },
+            timeout))
+      throw std::runtime_error("the store did not answer within dist.timeout_s = " + seconds(timeout));
+    // Asked between checks for Ctrl-C or torchrun's SIGTERM, so neither waits out a rendezvous
+    // of minutes; every store call bounded by dist.timeout_s (a link can go down meanwhile).
+    const auto got = wait_for_keys(state_->store, keys, clock_type::now() + timeout, timeout, [] { throw_if_interrupted(); });
+    if (got == key_wait::unreachable)
+      throw std::runtime_error("the store did not answer within dist.timeout_s = " + seconds(timeout));
+    if (got == key_wait::timed_out) {
+      timed_out = true;
+      throw std::runtime_error("the rendezvous timed out");
     }
-    for (const auto& value : store.multiGet(host_keys))
-      hosts_.push_back(parse_host_record({value.begin(), value.end()}));
+    auto values = std::make_shared<std::vector<std::vector<std::uint8_t>>>();
+    if (!call_within([store_ptr, host_keys, values] { *values = store_ptr->multiGet(host_keys); }, timeout))
+      throw std::runtime_error("the store did not answer within dist.timeout_s = " + seconds(timeout));
+    for (const auto& value : *values) hosts_.push_back(parse_host_record({value.begin(), value.end()}));
     return;
   } catch (const interrupted_error&) {
     throw;
   } catch (const std::exception& e) {
     std::vector<int> missing;
+    bool answered = false;
     try {
-      for (int r = 0; r < world(); ++r)
-        if (!store.check({joined_key(r)})) missing.push_back(r);
+      const auto store_ptr = state_->store;
+      auto present = std::make_shared<std::vector<int>>();
+      const int world_size = world();
+      answered = timed_out && call_within(
+                     [store_ptr, present, world_size] {
+                       for (int r = 0; r < world_size; ++r)
+                         if (!store_ptr->check({joined_key(r)})) present->push_back(r);
+                     },
+                     timeout);
+      if (answered) missing = *present;
     } catch (const std::exception&) {
+      answered = false;
+    }
+    if (!answered)
       throw run_error("dist", "rank " + std::to_string(rank()) + " (host " + mine.host +
                                   ") lost the rendezvous store at " + launch_.master_addr + ":" +
                                   std::to_string(launch_.master_port) + ": " + error_text(e));
-    }
     throw run_error("dist", "rank(s) " + rank_list(missing) + " of " + std::to_string(world()) +
                                 " did not arrive at the rendezvous (" + launch_.master_addr + ":" +
                                 std::to_string(launch_.master_port) + ") within dist.timeout_s = " + seconds(timeout) +
@@ -342,8 +360,15 @@ void process_group::post_failure(const std::string& message) {
   if (posted_failure_ || store_lost_ || world() < 2) return;
   posted_failure_ = true;
   try {
-    state_->store->set(failed_key(rank()), bytes_of(message));
-    state_->store->add(failures_key(), 1);
+    const auto store_ptr = state_->store;
+    const std::string key = failed_key(rank());
+    if (!call_within(
+            [store_ptr, key, message] {
+              store_ptr->set(key, bytes_of(message));
+              store_ptr->add(failures_key(), 1);
+            },
+            timeout_))
+      store_lost_ = true;
   } catch (const std::exception&) {
     store_lost_ = true;
   }
@@ -351,46 +376,62 @@ void process_group::post_failure(const std::string& message) {
 
 std::vector<rank_outcome> process_group::exchange_outcomes(const rank_outcome& mine, bool wait_for_others) {
   if (store_lost_) return {};
-  auto& store = *state_->store;
   const std::string what = "gathering every rank's measurements";
   try {
     if (mine.failed) post_failure(mine.error);
-    store.set(outcome_key(rank()), bytes_of(encode_outcome(mine)));
+    const auto store_ptr = state_->store;
+    const std::string key = outcome_key(rank()), value = encode_outcome(mine);
+    if (!call_within([store_ptr, key, value] { store_ptr->set(key, bytes_of(value)); }, timeout_))
+      throw std::runtime_error("no answer within " + seconds(timeout_));
   } catch (const std::exception& e) {
     store_lost_ = true;
     throw run_error("dist", who() + ": " + what + " failed: the rendezvous store did not take this rank's: " +
                                 error_text(e));
   }
   if (!wait_for_others) return {};
-  const auto slice = watch_ ? watch_->interval() : slice_without_watch;
   const auto deadline = clock_type::now() + timeout_;
+  const auto between = [&] {
+    throw_if_interrupted();  // a peer that cannot stop in time must not keep this one's report
+    if (watch_)
+      if (auto lost = watch_->verdict()) {
+        store_lost_ = true;
+        throw run_error("dist", who() + ": " + what + " was abandoned: " + *lost);
+      }
+  };
+  const auto unanswered = [&] {
+    store_lost_ = true;
+    return run_error("dist", who() + ": " + what + " failed: the rendezvous store did not answer within " +
+                                 seconds(timeout_));
+  };
   for (int r = 0; r < world(); ++r) {
     if (r == rank()) continue;
-    for (;;) {
-      try {
-        store.wait({outcome_key(r)}, slice);
-        break;
-      } catch (const c10::DistStoreError&) {  // not there yet
-      } catch (const std::exception& e) {
-        store_lost_ = true;
-        throw run_error("dist", who() + ": " + what + " failed: " + error_text(e));
-      }
-      throw_if_interrupted();  // a peer that cannot stop in time must not keep this one's report
-      if (watch_)
-        if (auto lost = watch_->verdict()) {
-          store_lost_ = true;
-          throw run_error("dist", who() + ": " + what + " was abandoned: " + *lost);
-        }
-      if (clock_type::now() >= deadline)
-        throw run_error("dist", who() + ": " + what + " failed: " + rank_at(r, hosts_) +
-                                    " did not hand in its measurements within dist.timeout_s = " + seconds(timeout_));
+    key_wait got = key_wait::unreachable;
+    try {
+      got = wait_for_keys(state_->store, {outcome_key(r)}, deadline, timeout_, between);
+    } catch (const run_error&) {
+      throw;
+    } catch (const interrupted_error&) {
+      throw;
+    } catch (const std::exception& e) {
+      store_lost_ = true;
+      throw run_error("dist", who() + ": " + what + " failed: " + error_text(e));
     }
+    if (got == key_wait::unreachable) throw unanswered();
+    if (got == key_wait::timed_out)
+      throw run_error("dist", who() + ": " + what + " failed: " + rank_at(r, hosts_) +
+                                  " did not hand in its measurements within dist.timeout_s = " + seconds(timeout_));
   }
   std::vector<std::string> keys;
   for (int r = 0; r < world(); ++r) keys.push_back(outcome_key(r));
   std::vector<rank_outcome> out;
   try {
-    for (const auto& value : store.multiGet(keys)) out.push_back(decode_outcome(value));
+    const auto store_ptr = state_->store;
+    auto values = std::make_shared<std::vector<std::vector<std::uint8_t>>>();
+    if (!call_within([store_ptr, keys, values] { *values = store_ptr->multiGet(keys); }, timeout_))
+      throw unanswered();
+    for (const auto& value : *values) out.push_back(decode_outcome(value));
+  } catch (const run_error&) {
+    throw;
   } catch (const std::exception& e) {
     store_lost_ = true;
     throw run_error("dist", who() + ": " + what + " failed: " + error_text(e));
@@ -476,7 +517,6 @@ void process_group::fail(const std::string& what) {
 // rank 0 is gone.
 std::string process_group::silent_ranks() {
   if (world() < 2) return "";
-  auto& store = *state_->store;
   const auto window = std::min(timeout_, std::chrono::milliseconds(5000));
   const auto deadline = std::chrono::steady_clock::now() + window;
   std::vector<std::int64_t> beats_at_start;
@@ -489,89 +529,17 @@ std::string process_group::silent_ranks() {
   try {
     for (int r = 0; r < world(); ++r) {
       if (r == rank()) continue;
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      try {
-        store.wait({failed_key(r)}, std::max(left, std::chrono::milliseconds(1)));
-      } catch (const c10::DistStoreError&) {
-        if (!alive(r)) silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
-      }
+      const auto got = wait_for_keys(state_->store, {failed_key(r)}, deadline, window);
+      if (got == key_wait::unreachable) throw std::runtime_error("the store did not answer");
+      if (got == key_wait::timed_out && !alive(r)) silent += (silent.empty() ? "" : ", ") + rank_at(r, hosts_);
     }
   } catch (const std::exception&) {
+    store_lost_ = true;
     return "; the rendezvous store, on the host of " + rank_at(0, hosts_) +
            ", is unreachable too: rank 0 or its host stopped, or this host's link is down";
   }
   if (silent.empty()) return "";
   return "; " + silent + " did not report the failure within " + seconds(window) + ": gone, stopped or hung";
 }
-
-struct ladder_store::impl {
-  c10::intrusive_ptr<c10d::Store> store;
-  std::string prefix;
-};
-
-namespace {
-constexpr std::chrono::minutes ladder_timeout{5};
-}
-
-ladder_store::ladder_store(const launch_info& launch) : launch_(launch) {
-  if (launch.launcher == "none") return;
-  launch_info server = launch;
-  server.store_prefix.clear();  // rank 0 serves (unless torchrun's agent does); its runs connect
-  impl_ = std::make_unique<impl>();
-  impl_->store = open_tcp_store(server, ladder_timeout);
-  // torchrun's agent store keeps an earlier attempt's keys: each attempt agrees under its own.
-  const std::string base = launch.agent_store ? "/worker/trainbench/ladder" : "trainbench/ladder";
-  try {
-    impl_->prefix = base + "/attempt_" +
-                    std::to_string(impl_->store->add(base + "/starts/" + std::to_string(launch.rank), 1)) + "/";
-  } catch (const std::exception& e) {
-    throw run_error("dist", "rank " + std::to_string(launch.rank) + " could not use the rendezvous store at " +
-                                launch.master_addr + ":" + std::to_string(launch.master_port) + ": " + error_text(e));
-  }
-}
-
-std::vector<int> ladder_store::agree(const std::string& step, int code) {
-  if (!impl_) return {code};
-  auto& store = *impl_->store;
-  const auto key = [&](int rank) { return impl_->prefix + step + "/exit/" + std::to_string(rank); };
-  std::vector<std::string> keys;
-  for (int r = 0; r < launch_.world; ++r) keys.push_back(key(r));
-  std::vector<int> out;
-  try {
-    store.set(key(launch_.rank), bytes_of(std::to_string(code)));
-    store.wait(keys, ladder_timeout);
-    for (const auto& value : store.multiGet(keys)) out.push_back(std::stoi(std::string(value.begin(), value.end())));
-  } catch (const std::exception& e) {
-    std::string missing;
-    try {
-      for (int r = 0; r < launch_.world; ++r)
-        if (!store.check({key(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    } catch (const std::exception&) {
-    }
-    throw run_error("dist", "rank " + std::to_string(launch_.rank) + ": the ranks could not agree on how " + step +
-                                " ended" + (missing.empty() ? "" : " (rank(s) " + missing + " did not say)") + ": " +
-                                error_text(e));
-  }
-  return out;
-}
-
-void ladder_store::finish(bool interrupted) {
-  if (!impl_) return;
-  auto& store = *impl_->store;
-  const auto left = [&](int rank) { return impl_->prefix + "left/" + std::to_string(rank); };
-  try {
-    store.set(left(launch_.rank), bytes_of("1"));
-    if (launch_.rank != 0 || launch_.agent_store) return;  // torchrun's agent outlives the ranks
-    std::vector<std::string> keys;
-    for (int r = 1; r < launch_.world; ++r) keys.push_back(left(r));
-    if (!keys.empty()) store.wait(keys, interrupted ? std::chrono::seconds(5) : std::chrono::seconds(60));
-  } catch (const std::exception& e) {
-    log_warn("rank " + std::to_string(launch_.rank) + ": not every rank said it was done with the ladder's store (" +
-             error_text(e) + "); a rank still reading it when this one exits may fail");
-  }
-}
-
-ladder_store::~ladder_store() = default;
 
 }  // namespace trainbench

@@ -204,12 +204,12 @@ std::string history_index_html(const std::vector<series_view>& views, const std:
                "</span> at " + xml_escape(commit) +
                (c.environment_changes.empty() ? "" : " (" + xml_escape(join(c.environment_changes, ", ")) + ")");
     }
-    o << "<tr><td><a href='#s" << v.series.id << "'>" << xml_escape(v.series.profile_name) << "</a></td><td>"
+    o << "<tr><td><a href='#s" << xml_escape(v.series.id) << "'>" << xml_escape(v.series.profile_name) << "</a></td><td>"
       << xml_escape(v.series.machine_class) << "</td><td>" << xml_escape(v.branch) << "</td><td>" << v.runs.size()
       << "</td><td>" << latest << "</td><td>" << change << "</td></tr>\n";
   }
   o << "</table>\n";
-  for (const auto& v : views) o << "<section id='s" << v.series.id << "'>\n" << history_chart_svg(v) << "</section>\n";
+  for (const auto& v : views) o << "<section id='s" << xml_escape(v.series.id) << "'>\n" << history_chart_svg(v) << "</section>\n";
   o << "</body></html>\n";
   return o.str();
 }

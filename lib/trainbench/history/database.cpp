@@ -29,9 +29,10 @@ bool is_postgres_url(const std::string& location) {
   return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
 }
 
-std::unique_ptr<database> open_database(const std::string& location, bool create) {
+std::unique_ptr<database> open_database(const std::string& location, bool create, bool read_only) {
   if (location.empty()) throw input_error("--db: empty database location");
-  return is_postgres_url(location) ? open_postgres(location) : open_sqlite(location, create);
+  return is_postgres_url(location) ? open_postgres(location, read_only)
+                                   : open_sqlite(location, create && !read_only, read_only);
 }
 
 }  // namespace trainbench

@@ -44,6 +44,9 @@ class database {
   virtual std::string backend() const = 0;
   // Where it is, for messages: the file, or the URL without its password.
   virtual std::string where() const = 0;
+  // Opened read-only (show, gate): begin_write is refused, and callers keep what they would
+  // have stored in memory.
+  virtual bool read_only() const = 0;
 
  protected:
   virtual std::vector<sql_row> execute(const std::string& sql, const std::vector<sql_value>& params) = 0;
@@ -52,10 +55,22 @@ class database {
 // A file path (SQLite) or a postgresql:// / postgres:// URL. Throws input_error (exit 2) when the
 // file is not a SQLite database, is missing and `create` is false (a reader's typo must not
 // make an empty database), or the server cannot be reached or refuses the login.
-std::unique_ptr<database> open_database(const std::string& location, bool create = true);
-std::unique_ptr<database> open_sqlite(const std::string& path, bool create);
-std::unique_ptr<database> open_postgres(const std::string& url);
+// `read_only` (show, gate): SQLite opens the file read-only, and as immutable where even that
+// needs a write (a WAL database in a folder this user cannot write, with no -shm file beside
+// it); PostgreSQL sets default_transaction_read_only, so a role that may only SELECT reads.
+std::unique_ptr<database> open_database(const std::string& location, bool create = true, bool read_only = false);
+std::unique_ptr<database> open_sqlite(const std::string& path, bool create, bool read_only = false);
+std::unique_ptr<database> open_postgres(const std::string& url, bool read_only = false);
+// The URL trainbench connects with: the given one, with connect_timeout=30 added when it sets none
+// (libpq waits forever for an unreachable host otherwise).
+constexpr int postgres_connect_timeout_s = 30;
+std::string with_connect_timeout(const std::string& url);
 bool is_postgres_url(const std::string& location);
+
+// The name of a network or user-space file system by statfs's f_type (NFS, SMB/CIFS, FUSE, ...),
+// nullopt for a local one. SQLite's WAL needs shared memory that such file systems do not share
+// between hosts: a database there uses the rollback journal instead (sqlite_database.cpp).
+std::optional<std::string> network_file_system(long f_type);
 
 // Commits at the end of a scope that finished, rolls back when an exception leaves it.
 class write_transaction {

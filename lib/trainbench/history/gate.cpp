@@ -111,12 +111,20 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
   g.row.match = "hash";
   g.row.level = evidence_level::process;
   std::vector<std::vector<window_record>> cand_windows;
-  for (const auto& r : candidate) cand_windows.push_back(r.windows);
-  add_side(cand_windows, g.row.candidate, g.row.candidate_process);
-  for (const auto& r : candidate)
+  for (const auto& r : candidate) {
+    if (r.ranks_in_results < r.world_size) {  // one rank's windows: a W-th of the job's samples
+      g.notes.push_back("the candidate run '" + r.source + "' holds the windows of " +
+                        std::to_string(r.ranks_in_results) + " of its " + std::to_string(r.world_size) +
+                        " ranks (they could not be gathered), not the job's; not judged against " +
+                        std::to_string(r.world_size) + "-rank runs");
+      continue;
+    }
+    cand_windows.push_back(r.windows);
     if (r.status != "ok")
       g.notes.push_back("the candidate run '" + r.source + "' ended with status '" + r.status + "' after " +
                         std::to_string(r.windows.size()) + " windows; judged on those");
+  }
+  add_side(cand_windows, g.row.candidate, g.row.candidate_process);
   const auto hit = std::find_if(known.begin(), known.end(), [&](const series_record& s) { return s.id == id; });
   if (hit != known.end()) {
     g.series.profile_name = hit->profile_name;
@@ -137,7 +145,10 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
   g.measured = !g.row.candidate.empty() && !g.row.base.empty();
   if (!g.measured) {
     g.row.result = verdict::ambiguous;
-    g.row.reason = "the candidate measured no window (status " + first.status + "); a gate cannot pass on it";
+    g.row.reason = first.ranks_in_results < first.world_size
+                       ? "the candidate's windows are one rank's of " + std::to_string(first.world_size) +
+                             " (status " + first.status + "); a gate cannot pass on them"
+                       : "the candidate measured no window (status " + first.status + "); a gate cannot pass on it";
     return g;
   }
   g.row = measure_pair(g.row, req.alpha);
@@ -209,10 +220,11 @@ int history_gate_command(const history_gate_request& req) {
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
   if (req.baseline_runs < 1) throw input_error("--baseline-runs must be at least 1");
   if (req.branch.empty()) throw input_error("--branch: empty branch name");
+  check_change_point_params(req.params);
   // The candidates are read and checked before the database is opened; the gate writes nothing.
   const read_result read = read_runs(req.candidates, detect_origin({}));
   if (read.runs.empty()) throw input_error("history gate: no run reports among the candidates given");
-  history_store store(open_database(req.db.empty() ? default_history_db() : req.db, false));
+  history_store store(open_database(req.db.empty() ? default_history_db() : req.db, false, true));
   const auto branches = store.all_branches();
   if (std::find(branches.begin(), branches.end(), req.branch) == branches.end())
     throw input_error("--branch '" + req.branch + "': no run on this branch in " + store.db().where() +

@@ -61,6 +61,13 @@ struct gate_result {
 gate_result run_gate(history_store& store, const std::vector<run_record>& candidates,
                      const history_gate_request& request);
 std::string format_gate(const gate_result& gate, const std::string& format);
+// For the pull-request comment (--format markdown), which is public: text from profiles, reports
+// and the database escaped so it renders as itself (markdown_text; markdown_code as a code span),
+// and the database named without host, user, password or options (public_where: "PostgreSQL
+// database NAME", or a SQLite file's name without its folder).
+std::string markdown_text(const std::string& text);
+std::string markdown_code(const std::string& text);
+std::string public_where(const std::string& where);
 // Exit 1 when a series is SLOWER or a candidate measured no window (or, with
 // require_baseline, has no baseline); 2 on bad input; 0 otherwise.
 int history_gate_command(const history_gate_request& request);

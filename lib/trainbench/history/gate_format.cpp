@@ -1,8 +1,11 @@
 // The gate's three outputs: the console's text, a pull-request comment (markdown) and JSON.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
+#include "trainbench/history/database.hpp"
 #include "trainbench/history/gate.hpp"
 #include "trainbench/measure/variance.hpp"
 #include "trainbench/util/text.hpp"
@@ -74,15 +77,15 @@ std::string series_title(const gate_series& g) {
   return g.series.profile_name + " [" + g.series.machine_class + "] " + g.series.id;
 }
 
-std::string header(const gate_result& r) {
-  return "history gate against " + r.branch + " in " + r.where + ": process level, alpha " + format_alpha(r.alpha) +
+std::string header(const gate_result& r, const std::string& where) {
+  return "history gate against " + r.branch + " in " + where + ": process level, alpha " + format_alpha(r.alpha) +
          ", threshold " + number("%g%%", r.threshold_pct) + ", " +
          (r.family_size > 1 ? "Holm's correction over " + std::to_string(r.family_size) + " tested series"
                             : plural(r.family_size, "tested series", "tested series") + " (no correction)");
 }
 
 std::string text_of(const gate_result& r) {
-  std::string out = header(r) + "\n";
+  std::string out = header(r, r.where) + "\n";
   for (const auto& w : r.warnings) out += "WARNING: " + w + "\n";
   for (const auto& g : r.series) {
     out += "\n" + series_title(g) + "\n";
@@ -96,10 +99,61 @@ std::string text_of(const gate_result& r) {
   return out + "\ngate: " + r.summary + "\n";
 }
 
-std::string md(const std::string& s) { return replace_all(s, "|", "\\|"); }
+}  // namespace
+
+// Text from profiles, reports and the database, as Markdown that renders as that text: no
+// emphasis, link, image, HTML, table cell, mention, issue link or formula of its own, on one line.
+std::string markdown_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      continue;
+    }
+    if (std::string_view("\\`*_[]<>&|~@#$!").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The same as a code span: backticks cannot close it early, and `|` cannot split a table cell.
+std::string markdown_code(const std::string& s) {
+  std::string inner;
+  for (char c : s) {
+    if (c == '\n' || c == '\r')
+      inner += ' ';
+    else if (c == '`')
+      inner += '\'';
+    else if (c == '|')
+      inner += "\\|";
+    else
+      inner += c;
+  }
+  return "`" + inner + "`";
+}
+
+std::string public_where(const std::string& where) {
+  if (is_postgres_url(where)) {
+    // postgresql://user:password@host:port/name?options: the name alone (host, user, password
+    // and options stay out of a public comment).
+    const std::size_t start = where.find("://") + 3;
+    const std::size_t slash = where.find('/', start), query = where.find('?', start);
+    std::string name;
+    if (slash != std::string::npos && (query == std::string::npos || slash < query))
+      name = where.substr(slash + 1, query == std::string::npos ? std::string::npos : query - slash - 1);
+    return name.empty() ? "a PostgreSQL database" : "PostgreSQL database " + name;
+  }
+  const std::string file = std::filesystem::path(where).filename().string();
+  return file.empty() ? "a SQLite database" : file;
+}
+
+namespace {
+
+std::string md(const std::string& s) { return markdown_text(s); }
 
 std::string markdown_of(const gate_result& r) {
-  std::string out = "**trainbench history gate: " + md(r.summary) + "**\n\n_" + md(header(r)) + "_\n\n";
+  std::string out = "**trainbench history gate: " + md(r.summary) + "**\n\n_" + md(header(r, public_where(r.where))) +
+                    "_\n\n";
   for (const auto& w : r.warnings) out += "> **warning:** " + md(w) + "\n";
   if (!r.warnings.empty()) out += "\n";
   const std::string ci = number("%g", 100 * (1 - r.alpha)) + "% CI";
@@ -109,15 +163,18 @@ std::string markdown_of(const gate_result& r) {
     std::string base = baseline_text(g);
     if (!g.baseline.empty()) base += "; " + level_text(g);
     std::string verdict = "**" + verdict_of(g) + "**";
-    if (!g.row.reason.empty()) verdict += " (" + g.row.reason + ")";
-    out += "| " + md(g.series.profile_name) + " <br>`" + md(g.series.machine_class) + "` | " + md(base) + " | " +
-           md(candidate_text(g)) + " | " + md(ratio_text(g)) + " | " + md(verdict) + " |\n";
+    if (!g.row.reason.empty()) verdict += " (" + md(g.row.reason) + ")";
+    out += "| " + md(g.series.profile_name) + " <br>" + markdown_code(g.series.machine_class) + " | " + md(base) +
+           " | " + md(candidate_text(g)) + " | " + md(ratio_text(g)) + " | " + verdict + " |\n";
   }
   std::string notes;
   for (const auto& g : r.series) {
-    if (!g.environment_changes.empty())
-      notes += "- " + md(g.series.profile_name) + ": environment changed since the baseline: `" +
-               md(join(g.environment_changes, "`, `")) + "`\n";
+    if (!g.environment_changes.empty()) {
+      std::vector<std::string> changes;
+      for (const auto& e : g.environment_changes) changes.push_back(markdown_code(e));
+      notes += "- " + md(g.series.profile_name) + ": environment changed since the baseline: " + join(changes, ", ") +
+               "\n";
+    }
     for (const auto& n : g.notes) notes += "- " + md(g.series.profile_name) + ": " + md(n) + "\n";
   }
   if (!notes.empty()) out += "\n" + notes;

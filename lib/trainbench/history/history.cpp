@@ -22,16 +22,20 @@ std::string default_history_db() {
   return (fs::path(home && *home ? home : ".") / ".local" / "share" / "trainbench" / "history.sqlite").string();
 }
 
-namespace {
-
-history_store open_store(const std::string& db, bool create) {
-  return history_store(open_database(db.empty() ? default_history_db() : db, create));
-}
-
-void check_params(const e_divisive_params& p) {
+void check_change_point_params(const e_divisive_params& p) {
   if (p.window < 2) throw input_error("--window " + std::to_string(p.window) + ": needs at least 2 runs");
+  // A window's pair distances take window^2 doubles: 1000 runs are 8 MB, 50 000 would be 20 GB.
+  if (p.window > max_change_point_window)
+    throw input_error("--window " + std::to_string(p.window) + ": at most " + std::to_string(max_change_point_window) +
+                      " runs (a window's pair distances grow with its square)");
   if (!(p.max_p > 0 && p.max_p < 1)) throw input_error("--max-p: expected a level between 0 and 1");
   if (!(p.min_magnitude >= 0)) throw input_error("--min-change: expected a percentage >= 0");
+}
+
+namespace {
+
+history_store open_store(const std::string& db, bool create, bool read_only = false) {
+  return history_store(open_database(db.empty() ? default_history_db() : db, create, read_only));
 }
 
 bool matches(const series_record& s, const std::string& wanted) {
@@ -42,7 +46,7 @@ bool matches(const series_record& s, const std::string& wanted) {
 
 int history_add_command(const history_add_request& req) {
   set_log_quiet(req.quiet);
-  check_params(req.params);
+  check_change_point_params(req.params);
   run_origin given{req.commit, req.branch, req.time.empty() ? "" : normalize_time(req.time, "--time")};
   const run_origin origin = detect_origin(given);
   // Every report is read and checked before the database is touched: a bad one adds nothing.
@@ -107,9 +111,9 @@ std::vector<series_view> load_views(history_store& store, const std::vector<std:
 int history_show_command(const history_show_request& request) {
   history_show_request req = request;
   if (req.otava_compatible) req.params = otava_compatible(req.params);
-  check_params(req.params);
+  check_change_point_params(req.params);
   if (!req.out.empty()) check_writable_folder(req.out, "--out");
-  history_store store = open_store(req.db, false);
+  history_store store = open_store(req.db, false, true);  // show only reads: change points stay in memory
   const auto views = load_views(store, req.series, req.branch, req.params);
   if (req.format == "json")
     std::cout << format_history_json(views, store.db().where(), req.params);

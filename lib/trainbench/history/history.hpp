@@ -33,6 +33,11 @@ struct history_show_request {
 // (~/.local/share/trainbench/history.sqlite).
 std::string default_history_db();
 
+// --window, --max-p and --min-change as add, show and gate take them; input_error (exit 2) when
+// out of range. --window is at most max_change_point_window runs.
+constexpr std::size_t max_change_point_window = 1000;
+void check_change_point_params(const e_divisive_params& params);
+
 int history_add_command(const history_add_request& request);
 int history_show_command(const history_show_request& request);
 

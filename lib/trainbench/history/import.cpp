@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/report/compare.hpp"
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -88,8 +89,6 @@ std::vector<window_record> windows_of(const json& repeats, const std::string& so
   }
   return out;
 }
-
-bool is_run_report(const json& j) { return j.is_object() && (j.contains("schema_version") || j.contains("results")); }
 
 std::vector<fs::path> files_of(const std::string& input) {
   std::vector<fs::path> files;
@@ -200,6 +199,11 @@ run_record run_from_report(const std::string& text, const std::string& source, c
     run.status = j.value("status", "ok");
     if (j.contains("error") && j.at("error").is_object()) run.error_kind = string_at(j.at("error"), "kind", "");
     run.windows = windows_of(j.at("results").at("repeats"), source);
+    const json dist = j.at("results").value("distributed", json(nullptr));
+    if (dist.is_object()) {
+      run.world_size = dist.value("world_size", std::int64_t{1});
+      run.ranks_in_results = dist.value("ranks_in_results", run.world_size);
+    }
     const json gpu = context.value("gpu", json());
     const json tool = j.value("tool", json::object());
     run.env = {gpu.is_object() ? string_at(gpu, "driver") : "none",
@@ -227,7 +231,9 @@ run_record run_from_report(const std::string& text, const std::string& source, c
     if (std::find(processes.begin(), processes.end(), w.process) == processes.end()) processes.push_back(w.process);
   }
   run.process_count = static_cast<std::int64_t>(processes.size());
-  if (!rates.empty()) {
+  // One rank's windows of a W-rank job measure a W-th of its work: no median of the job, so the
+  // run never counts in a series of W-rank runs (its windows are kept).
+  if (!rates.empty() && run.ranks_in_results >= run.world_size) {
     const summary s = summarize(rates);
     run.median = s.median;
     run.q1 = s.q1;

@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 
 #include "trainbench/history/database.hpp"
@@ -15,6 +16,25 @@ namespace {
 // Every writer of every trainbench takes this transaction-level lock first, so two jobs that
 // add at once queue instead of failing on each other's rows (or on creating the schema).
 constexpr const char* writer_lock = "SELECT pg_advisory_xact_lock(7410019283)";
+
+// How long a writer waits for that lock: as long as SQLite's busy timeout, so a writer stuck
+// behind a hung job fails with a message instead of waiting forever. The tests shorten it
+// through TRAINBENCH_TEST_HISTORY_LOCK_MS.
+constexpr int writer_lock_wait_ms = 120000;
+
+int lock_wait_ms() {
+  if (const char* v = std::getenv("TRAINBENCH_TEST_HISTORY_LOCK_MS"); v && *v) {
+    const long ms = std::strtol(v, nullptr, 10);
+    if (ms > 0 && ms < writer_lock_wait_ms) return static_cast<int>(ms);
+  }
+  return writer_lock_wait_ms;
+}
+
+std::string seconds_text(int ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", ms / 1000.0);
+  return buf;
+}
 
 // The URL as messages show it: the password replaced.
 std::string without_password(const std::string& url) {
@@ -44,8 +64,8 @@ void ignore_notice(void*, const char*) {}
 
 class postgres_database : public database {
  public:
-  explicit postgres_database(const std::string& url) : where_(without_password(url)) {
-    conn_ = PQconnectdb(url.c_str());
+  postgres_database(const std::string& url, bool read_only) : where_(without_password(url)), read_only_(read_only) {
+    conn_ = PQconnectdb(with_connect_timeout(url).c_str());
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
       const std::string why = conn_ ? trimmed(PQerrorMessage(conn_)) : "out of memory";
       PQfinish(conn_);
@@ -55,6 +75,12 @@ class postgres_database : public database {
                         why);
     }
     PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
+    try {
+      if (read_only_) query("SET default_transaction_read_only = on", {});
+    } catch (...) {
+      PQfinish(conn_);
+      throw;
+    }
   }
   ~postgres_database() override { PQfinish(conn_); }
 
@@ -98,8 +124,26 @@ class postgres_database : public database {
   }
 
   void begin_write() override {
+    TB_ASSERT(!read_only_, "a write on a database opened read-only");
     query("BEGIN", {});
-    query(writer_lock, {});
+    const int wait_ms = lock_wait_ms();
+    query("SET LOCAL lock_timeout = " + std::to_string(wait_ms), {});
+    PGresult* res = PQexec(conn_, writer_lock);
+    const auto status = PQresultStatus(res);
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      PQclear(res);
+      return;
+    }
+    const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    const bool timed_out = state && std::string(state) == "55P03";  // lock_not_available
+    const std::string why = trimmed(res ? PQresultErrorMessage(res) : PQerrorMessage(conn_));
+    PQclear(res);
+    rollback();
+    if (timed_out)
+      throw run_error("runtime", "--db " + where_ + ": still locked by another writer after " + seconds_text(wait_ms) +
+                                     " (another trainbench's history add, or a session holding advisory lock "
+                                     "7410019283); nothing was written");
+    throw run_error("runtime", "--db " + where_ + ": " + why + " (in: " + writer_lock + ")");
   }
   void commit() override { query("COMMIT", {}); }
   void rollback() noexcept override {
@@ -114,6 +158,7 @@ class postgres_database : public database {
   }
   std::string backend() const override { return "postgresql"; }
   std::string where() const override { return where_; }
+  bool read_only() const override { return read_only_; }
 
  private:
   static std::string trimmed(std::string s) {
@@ -122,11 +167,20 @@ class postgres_database : public database {
   }
 
   std::string where_;
+  bool read_only_ = false;
   PGconn* conn_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<database> open_postgres(const std::string& url) { return std::make_unique<postgres_database>(url); }
+std::string with_connect_timeout(const std::string& url) {
+  if (url.find("connect_timeout=") != std::string::npos) return url;
+  return url + (url.find('?') == std::string::npos ? "?" : "&") +
+         "connect_timeout=" + std::to_string(postgres_connect_timeout_s);
+}
+
+std::unique_ptr<database> open_postgres(const std::string& url, bool read_only) {
+  return std::make_unique<postgres_database>(url, read_only);
+}
 
 }  // namespace trainbench

@@ -79,7 +79,7 @@ series_view view_series(history_store& store, const series_record& series, const
   }
   v.change_points = find_change_points(v.runs, params);
   v.recomputed = true;
-  if (save) {
+  if (save && !store.db().read_only()) {  // read-only: kept in memory for this command
     write_transaction tx(store.db());
     store.save_change_points(series.id, branch, v.change_points);
     tx.commit();

@@ -1,5 +1,6 @@
 // The embedded backend: one SQLite file in WAL mode, writers queued by a busy timeout.
 #include <sqlite3.h>
+#include <sys/vfs.h>
 
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "trainbench/history/database.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/log.hpp"
 
 namespace trainbench {
 
@@ -19,25 +21,22 @@ constexpr int busy_timeout_ms = 120000;
 
 class sqlite_database : public database {
  public:
-  sqlite_database(const std::string& path, bool create) : path_(path) {
+  sqlite_database(const std::string& path, bool create, bool read_only) : path_(path), read_only_(read_only) {
     namespace fs = std::filesystem;
     const fs::path file(path);
     if (!create && !fs::exists(file))
       throw input_error("--db '" + path + "': no such database (history add creates it)");
+    if (read_only) {
+      open_read_only();
+      return;
+    }
     if (file.has_parent_path()) {
       std::error_code ec;
       fs::create_directories(file.parent_path(), ec);
     }
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
-      sqlite3_close(db_);
-      throw input_error("--db '" + path + "': cannot open it as a SQLite database: " + why);
-    }
-    sqlite3_busy_timeout(db_, busy_timeout_ms);
-    sqlite3_extended_result_codes(db_, 0);
+    open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     try {
-      set_wal();
+      set_journal(file);
       query("PRAGMA foreign_keys = ON");
       query("PRAGMA synchronous = NORMAL");
     } catch (...) {
@@ -66,7 +65,10 @@ class sqlite_database : public database {
     return rows;
   }
 
-  void begin_write() override { query("BEGIN IMMEDIATE"); }
+  void begin_write() override {
+    TB_ASSERT(!read_only_, "a write on a database opened read-only");
+    query("BEGIN IMMEDIATE");
+  }
   void commit() override { query("COMMIT"); }
   void rollback() noexcept override {
     if (db_ && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -76,8 +78,71 @@ class sqlite_database : public database {
   }
   std::string backend() const override { return "sqlite"; }
   std::string where() const override { return path_; }
+  bool read_only() const override { return read_only_; }
 
  private:
+  void open(const std::string& name, int flags) {
+    if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw input_error("--db '" + path_ + "': cannot open it as a SQLite database: " + why);
+    }
+    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    sqlite3_extended_result_codes(db_, 0);
+  }
+
+  // A reader takes the file as it is. Reading a WAL database needs its -shm file, which SQLite
+  // makes beside it; where it cannot (a read-only folder or mount, a copy without it), the file
+  // is opened as immutable: no locks, no -shm, fine for a file nobody writes while it is read.
+  void open_read_only() {
+    open(path_, SQLITE_OPEN_READONLY);
+    const int rc = sqlite3_exec(db_, "SELECT COUNT(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if (rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN) {
+      const std::string what = sqlite3_errmsg(db_);
+      close();
+      if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+        throw input_error("--db '" + path_ + "': not a usable SQLite database (" + what + ")");
+      throw run_error("runtime", "--db '" + path_ + "': " + what);
+    }
+    close();
+    open("file:" + uri_path(path_) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  }
+
+  static std::string uri_path(const std::string& path) {
+    std::string out;
+    for (unsigned char c : std::filesystem::absolute(path).string()) {
+      if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out;
+  }
+
+  // WAL, except on a network file system: there its shared-memory index is not shared between
+  // hosts, and two hosts' writers would corrupt the file. The rollback journal locks the file
+  // itself, as far as the file system's locks hold.
+  void set_journal(const std::filesystem::path& file) {
+    struct statfs info {};
+    const std::filesystem::path folder = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+    const auto network = statfs(folder.c_str(), &info) == 0 ? network_file_system(static_cast<long>(info.f_type))
+                                                            : std::nullopt;
+    if (!network) {
+      set_wal();
+      return;
+    }
+    const auto mode = query("PRAGMA journal_mode = DELETE");
+    log_warn("--db '" + path_ + "': on a network file system (" + *network +
+             "): SQLite's WAL is unsafe there, so this database uses the rollback journal (journal_mode " +
+             (mode.empty() ? std::string("?") : mode[0].text(0)) +
+             "); for a store shared between machines use PostgreSQL");
+  }
+
   // WAL lets readers go on while one writer writes. Switching a new file to it takes a lock the
   // busy handler does not wait for, so two processes creating the file at once retry here.
   void set_wal() {
@@ -153,14 +218,43 @@ class sqlite_database : public database {
   }
 
   std::string path_;
+  bool read_only_ = false;
   sqlite3* db_ = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
 
 }  // namespace
 
-std::unique_ptr<database> open_sqlite(const std::string& path, bool create) {
-  return std::make_unique<sqlite_database>(path, create);
+std::optional<std::string> network_file_system(long f_type) {
+  // statfs(2)'s magic numbers (linux/magic.h and the file systems' own headers).
+  switch (static_cast<unsigned long>(f_type) & 0xffffffffUL) {
+    case 0x6969UL:
+      return "NFS";
+    case 0x517BUL:
+      return "SMB";
+    case 0xFF534D42UL:
+      return "CIFS";
+    case 0xFE534D42UL:
+      return "SMB2";
+    case 0x65735546UL:
+      return "FUSE";
+    case 0x00C36400UL:
+      return "CephFS";
+    case 0x5346414FUL:
+      return "AFS";
+    case 0x01021997UL:
+      return "9P";
+    case 0x0BD00BD0UL:
+      return "Lustre";
+    case 0x47504653UL:
+      return "GPFS";
+    default:
+      return std::nullopt;
+  }
+}
+
+std::unique_ptr<database> open_sqlite(const std::string& path, bool create, bool read_only) {
+  return std::make_unique<sqlite_database>(path, create, read_only);
 }
 
 }  // namespace trainbench

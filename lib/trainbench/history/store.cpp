@@ -119,6 +119,13 @@ void history_store::migrate() {
                       std::to_string(version) + "; this trainbench reads up to " +
                       std::to_string(history_schema_version) + "); upgrade trainbench, nothing was changed");
   if (version == history_schema_version) return;
+  if (db_->read_only())
+    throw input_error("--db " + db_->where() +
+                      (version == 0 ? std::string(": holds no history yet")
+                                    : ": history schema " + std::to_string(version) + ", this trainbench reads " +
+                                          std::to_string(history_schema_version)) +
+                      "; show and gate only read: a `history add` with write access " +
+                      (version == 0 ? "creates it" : "migrates it") + ", nothing was changed");
   write_transaction tx(*db_);
   version = stored_version(*db_);  // another process may have migrated it meanwhile
   if (version < history_schema_version) apply_migrations(*db_, version, history_schema_version);
@@ -170,11 +177,22 @@ std::vector<std::string> history_store::add_runs(const std::vector<run_record>& 
   return added;
 }
 
+bool valid_series_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+}
+
 std::vector<series_record> history_store::all_series() {
   std::vector<series_record> out;
   for (const auto& r :
-       db_->query("SELECT id, profile_hash, profile_name, machine_class FROM tb_series ORDER BY profile_name, id"))
+       db_->query("SELECT id, profile_hash, profile_name, machine_class FROM tb_series ORDER BY profile_name, id")) {
+    if (!valid_series_id(r.text(0)))
+      throw input_error("--db " + db_->where() + ": table tb_series holds the id '" + r.text(0).substr(0, 80) +
+                        "', not one trainbench writes (1 to 64 letters, digits, '-' or '_'); nothing was read");
     out.push_back({r.text(0), r.text(1), r.text(2), r.text(3)});
+  }
   return out;
 }
 

@@ -40,12 +40,20 @@ struct run_record {
   double median_sd = 0;
   std::int64_t window_count = 0, process_count = 0;
   std::vector<window_record> windows;  // filled by add, and by windows_of
+  // From the report (not stored): a data-parallel run whose ranks could not be gathered holds
+  // the windows of fewer ranks than it ran on; those are not the job's windows.
+  std::int64_t world_size = 1, ranks_in_results = 1;
   std::string report;                  // the report's JSON as read; empty unless asked for
 };
 
 struct series_record {
   std::string id, profile_hash, profile_name, machine_class;
 };
+
+// A series id as trainbench writes it: 1 to 64 letters, digits, '-' or '_'. show names files
+// after it and links to it, so an id read from a database that breaks this rule (one written by
+// hand or by something else) is refused on read.
+bool valid_series_id(const std::string& id);
 
 // One change point as stored: where it is in the series (the runs on either side), what the
 // algorithm found, and which environment fields changed across it ("driver 570.86 -> 575.51").

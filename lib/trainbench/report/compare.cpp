@@ -197,6 +197,8 @@ std::string measurement_of(const json& report) {
   return model.is_object() && model.value("parameters", 1) == 0 ? "bench-data" : "run";
 }
 
+bool is_run_report(const json& j) { return j.is_object() && (j.contains("schema_version") || j.contains("results")); }
+
 // The ranks whose samples the report's windows hold: a data-parallel run whose ranks could not
 // be gathered (it failed or was interrupted) measured one rank, whatever its world size.
 int world_size_of(const json& report) {
@@ -260,8 +262,6 @@ std::vector<std::string> profile_differences(const std::string& base_yaml, const
 }
 
 namespace {
-
-bool is_run_report(const json& j) { return j.is_object() && (j.contains("schema_version") || j.contains("results")); }
 
 json read_report(const fs::path& f, bool in_folder, std::vector<std::string>* skipped) {
   json j;

@@ -49,6 +49,9 @@ comparison compare_reports(const std::vector<nlohmann::json>& base, const std::v
 // What a report measured: "run", "bench-data", "bottleneck-loop" or "bottleneck-ceiling"
 // (reports before the field: "bench-data" when they had no model, else "run").
 std::string measurement_of(const nlohmann::json& report);
+// Whether a JSON document is a run report (a folder of reports may hold other JSON:
+// bottleneck.json, a ladder's table). compare and history read folders by this one rule.
+bool is_run_report(const nlohmann::json& j);
 // The data-parallel job's world size, 1 for a one-process run.
 int world_size_of(const nlohmann::json& report);
 // Reads one report or every *.json run report in a folder; throws input_error on unreadable

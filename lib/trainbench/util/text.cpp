@@ -110,6 +110,9 @@ std::string xml_escape(const std::string& s) {
       case '"':
         out += "&quot;";
         break;
+      case '\'':  // attributes in single quotes too (the history page writes them so)
+        out += "&#39;";
+        break;
       default:
         out += c;
     }
