@@ -32,6 +32,7 @@ void check_params(const e_divisive_params& p) {
   if (p.window < 2) throw input_error("--window " + std::to_string(p.window) + ": needs at least 2 runs");
   if (!(p.max_p > 0 && p.max_p < 1)) throw input_error("--max-p: expected a level between 0 and 1");
   if (!(p.min_magnitude >= 0)) throw input_error("--min-change: expected a percentage >= 0");
+  if (p.min_segment < 1) throw input_error("--min-segment 0: a level needs at least 1 run");
 }
 
 bool matches(const series_record& s, const std::string& wanted) {
