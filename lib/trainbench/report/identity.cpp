@@ -1,6 +1,9 @@
 #include "trainbench/report/identity.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "trainbench/config/profile_diff.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -43,6 +46,18 @@ workload_identity identity_of(const json& report) {
   const std::string resolved =
       profile.contains("resolved") && profile["resolved"].is_string() ? profile["resolved"].get<std::string>() : "";
   if (!resolved.empty()) {
+    // Reports of one profile share their resolved text: each text is read once (a folder of
+    // reports, compare's pooling, history's migration).
+    static std::mutex mutex;
+    static std::map<std::string, std::pair<std::vector<std::string>, std::string>> seen;
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (const auto it = seen.find(resolved); it != seen.end()) {
+        id.keys = it->second.first;
+        id.workload = it->second.second;
+        return id;
+      }
+    }
     static const std::string defaults = to_yaml(trainbench::profile{});
     try {
       for (const auto& c : without_keys(profile_changes(defaults, resolved), non_workload_keys()))
@@ -51,6 +66,9 @@ workload_identity identity_of(const json& report) {
       std::string text;
       for (const auto& k : id.keys) text += k + "\n";
       id.workload = sha256_hex(text).substr(0, 16);
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (seen.size() >= 1000) seen.clear();  // bounded
+      seen.emplace(resolved, std::make_pair(id.keys, id.workload));
       return id;
     } catch (const input_error&) {
       id.keys.clear();  // not YAML: the report's own hashes below
