@@ -66,6 +66,8 @@ bool unknown_command(int argc, char** argv, const CLI::App& app) {
 void add_change_point_options(CLI::App& cmd, trainbench::e_divisive_params& p) {
   cmd.add_option("--max-p", p.max_p, "significance level of a change point (default 0.001)");
   cmd.add_option("--window", p.window, "runs per E-Divisive window (default 50)");
+  cmd.add_option("--min-segment", p.min_segment,
+                 "fewest runs a level needs on either side of a change point (default 3; 1: any)");
   cmd.add_option_function<double>(
       "--min-change", [&p](double pct) { p.min_magnitude = pct / 100; },
       "smallest change in percent a change point keeps (default 0)");
@@ -219,8 +221,8 @@ int main(int argc, char** argv) {
   history_gate->add_option("--alpha", hgate.alpha, "significance level, across series with Holm (default 0.05)");
   history_gate->add_option("--baseline-runs", hgate.baseline_runs,
                            "the latest runs since the last change point that form the baseline (default 50)");
-  history_gate->add_option("--min-processes", hgate.min_processes,
-                           "fewer baseline processes than this: the threshold rule instead of the test (default 5)");
+  history_gate->add_option("--min-runs", hgate.min_runs,
+                           "fewer baseline runs than this: the threshold rule instead of the test (default 5)");
   history_gate->add_flag("--require-baseline", hgate.require_baseline,
                          "a candidate series without baseline runs fails the gate (default: a warning)");
   add_change_point_options(*history_gate, hgate.params);

@@ -22,7 +22,11 @@ json make_report(const fake_run& run) {
   json gpu = nullptr;
   if (!run.gpu.empty())
     gpu = {{"name", run.gpu}, {"uuid", "GPU-0"}, {"driver", run.driver}, {"memory_bytes", 85899345920}};
+  const std::string workload = run.workload.empty() ? run.hash : run.workload;
+  json results = {{"repeats", repeats}};
+  if (run.world > 0) results["distributed"] = {{"world_size", run.world}, {"ranks_in_results", run.world}};
   return {{"schema_version", run.schema_version},
+          {"measurement", run.measurement},
           {"tool", {{"name", "trainbench"}, {"version", "0.1.0"}, {"git", "abc1234"}}},
           {"status", run.status},
           {"error", run.status == "ok" ? json(nullptr) : json{{"kind", "runtime"}, {"message", "failed"}}},
@@ -35,8 +39,14 @@ json make_report(const fake_run& run) {
             {"cuda", "13.0"},
             {"cudnn", "9.19.0"},
             {"build_type", "Release"}}},
-          {"profile", {{"name", run.name}, {"hash", run.hash}, {"workload_hash", "w"}, {"resolved", ""}}},
-          {"results", {{"repeats", repeats}}}};
+          {"profile",
+           {{"name", run.name},
+            {"description", run.description},
+            {"hash", run.hash},
+            {"workload_hash", "w-" + workload},
+            {"resolved", "name: " + run.name + "\ndescription: \"" + run.description + "\"\nmodel:\n  arch: w-" +
+                             workload + "\n"}}},
+          {"results", results}};
 }
 
 fs::path write_report(const fs::path& dir, const std::string& file, const fake_run& run) {

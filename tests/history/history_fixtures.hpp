@@ -12,6 +12,10 @@ namespace tbtest {
 
 struct fake_run {
   std::string name = "resnet-tiny", hash = "aaaa1111bbbb2222";
+  // The workload (a non-default model.arch in the resolved profile; empty: the hash), the
+  // description, what was measured and the world size (0: not data-parallel).
+  std::string workload, description, measurement = "run";
+  int world = 0;
   std::vector<double> rates{1000, 1001, 999, 1000, 1002};
   std::vector<int> processes;  // empty: the field is left out (reports of today)
   std::string status = "ok", driver = "570.86", date = "2026-11-01T10:00:00Z";

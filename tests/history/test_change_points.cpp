@@ -110,3 +110,30 @@ TEST_CASE("E-Divisive on series too short or flat finds nothing", "[history][cha
   CHECK(e_divisive({5}, {}, params).strong.empty());
   CHECK(e_divisive(std::vector<double>(40, 7.0), {}, params).strong.empty());
 }
+
+TEST_CASE("A change point needs evidence: a lone outlier is no level, at the end of a series or inside it",
+          "[history][change_points]") {
+  const e_divisive_params params;  // min_segment 3
+  e_divisive_params any = params;
+  any.min_segment = 1;
+  std::size_t at_end_any = 0;
+  for (unsigned seed = 0; seed < 30; ++seed) {
+    auto values = stepped(60, 60, 0, 0.01, 7000 + seed);
+    values.back() *= 1.05;  // the last run 5 sd fast
+    for (const auto& c : e_divisive(values, {}, params).strong) {
+      INFO("seed " << seed << ": change point at " << c.index);
+      CHECK(c.n_before >= 3);
+      CHECK(c.n_after >= 3);
+    }
+    for (const auto& c : e_divisive(values, {}, any).strong) at_end_any += c.index == 59;
+    // One run 8 sd slow in the middle: two 1-run levels with min_segment 1, none with 3.
+    auto inside = stepped(60, 60, 0, 0.01, 8000 + seed);
+    inside[30] *= 0.92;
+    for (const auto& c : e_divisive(inside, {}, params).strong) CHECK(std::min(c.n_before, c.n_after) >= 3);
+  }
+  INFO(at_end_any << " of 30 series with a change point at the last run when any segment counts");
+  CHECK(at_end_any >= 10);  // what the minimum segment prevents
+  // A real step is still found once it has three runs after it.
+  auto step = stepped(60, 57, -0.06, 0.01, 9000);
+  CHECK(indices(e_divisive(step, {}, params).strong) == std::vector<std::size_t>{57});
+}

@@ -117,6 +117,84 @@ HISTORY_TEST("gate: an unchanged candidate passes and a 10% slower one is SLOWER
   CHECK(fail.j["summary"].get<std::string>().rfind("FAIL", 0) == 0);
 }
 
+HISTORY_TEST("gate: a candidate whose profile was renamed or described anew is still gated against its series",
+             gate_renamed) {
+  const fs::path dir = scratch(backend_dir("gate-renamed", db));
+  add_series(db, dir, 20, [](int i) { return baseline_run(i, 1000); });
+  fake_run slow = candidate_run(850);  // 15% slower, and the pull request edited the profile's text
+  slow.name = "resnet-tiny-v2";
+  slow.description = "now with a description";
+  slow.hash = "eeee5555ffff6666";
+  slow.workload = fake_run{}.hash;  // the same workload as the baseline's runs
+  write_report(dir / "cand", "c", slow);
+  const auto out = gate(db, quoted(dir / "cand"));
+  INFO(out.output);
+  CHECK(out.code == 1);
+  REQUIRE(out.j["series"].size() == 1);
+  const json& s = out.j["series"][0];
+  CHECK(s["verdict"] == "SLOWER");
+  CHECK(s["baseline"]["runs"] == 20);
+  CHECK(s["environment_changes"] ==
+        json::array({"profile resnet-tiny (aaaa1111bbbb2222) -> resnet-tiny-v2 (eeee5555ffff6666)"}));
+}
+
+// 40 runs of main whose level moves by about 1% from run to run (a deterministic scatter within
+// +-1.5%, sd 0.95%), of 2 processes x 2 windows; the last one `fluke` times 1% away.
+fake_run noisy_run(int i, double fluke) {
+  const double level = 1000 * (1 + (i == 39 ? fluke * 0.01 : ((i * 37) % 11 - 5) * 0.003));
+  const double a = ((i * 53 + 3) % 13 - 6) * 0.0003;
+  fake_run r;
+  r.rates = {level * (1 + a), level * (1 + a) + 1, level * (1 - a), level * (1 - a) - 1};
+  r.processes = {0, 0, 1, 1};
+  r.date = time_of(i);
+  return r;
+}
+
+HISTORY_TEST("gate: a fluke run last on main does not decide the gate, and show marks it as an outlier", gate_fluke) {
+  for (double fluke : {5.0, -5.0}) {
+    const std::string tag = fluke > 0 ? "fast" : "slow";
+    const std::string series_db = db.rfind("postgres", 0) == 0 ? db : db + "-" + tag;
+    const fs::path dir = scratch(backend_dir("gate-fluke-" + tag, db));
+    if (db.rfind("postgres", 0) == 0)  // one schema per test: the second series under another name
+      add_series(series_db, dir, 40, [&](int i) {
+        fake_run r = noisy_run(i, fluke);
+        if (fluke < 0) r = other_series(r);
+        return r;
+      });
+    else
+      add_series(series_db, dir, 40, [&](int i) { return noisy_run(i, fluke); });
+    fake_run same = candidate_run(1000), slow = candidate_run(880);
+    if (fluke < 0 && db.rfind("postgres", 0) == 0) {
+      same = other_series(same);
+      slow = other_series(slow);
+    }
+    write_report(dir / "same", "c", same);
+    write_report(dir / "slow", "c", slow);
+    const auto out = gate(series_db, quoted(dir / "same"));
+    INFO(tag << " fluke: " << out.output);
+    CHECK(out.code == 0);
+    const json& s = out.j["series"][0];
+    CHECK(s["verdict"] != "SLOWER");
+    CHECK(s["verdict"] != "FASTER");
+    CHECK(s["baseline"]["change_point_commit"].is_null());  // one run is no level
+    CHECK(s["baseline"]["runs"] == 39);                      // and the outlier is left out
+    CHECK(s["notes"].dump().find("1 outlier run") != std::string::npos);
+    const auto caught = gate(series_db, quoted(dir / "slow"));
+    INFO(caught.output);
+    CHECK(caught.code == 1);
+    CHECK(caught.j["series"][0]["verdict"] == "SLOWER");
+    // history show marks it.
+    const auto shown = run_cli("history show --db '" + series_db + "' --format json --series " +
+                               s["id"].get<std::string>());
+    const json runs = json::parse(shown.output.substr(shown.output.find('{')))["series"][0]["runs"];
+    REQUIRE(runs.size() == 40);
+    CHECK(runs[39]["outlier"] == true);
+    CHECK(runs[38]["outlier"] == false);
+    const auto text = run_cli("history show --db '" + series_db + "' --series " + s["id"].get<std::string>());
+    CHECK(text.output.find("outlier") != std::string::npos);
+  }
+}
+
 HISTORY_TEST("gate: the baseline is the runs since the last change point", gate_since_change_point) {
   const fs::path dir = scratch(backend_dir("gate-step", db));
   add_series(db, dir, 45, stepped);
@@ -173,7 +251,7 @@ HISTORY_TEST("gate: too little history falls back to the threshold rule and says
   CHECK(s["verdict"] == "SLOWER");
   CHECK(s["p"].is_null());
   REQUIRE(s["notes"].size() == 1);
-  CHECK(s["notes"][0].get<std::string>().find("too little history: 2 baseline processes") != std::string::npos);
+  CHECK(s["notes"][0].get<std::string>().find("too little history: 2 baseline runs") != std::string::npos);
   CHECK(slow.j["family_size"] == 0);
   const auto same = run_cli("history gate --db '" + db + "' " + quoted(dir / "same"));
   INFO(same.output);

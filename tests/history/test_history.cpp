@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "helpers.hpp"
 #include "history/history_fixtures.hpp"
@@ -293,4 +294,103 @@ HISTORY_TEST("show reads one branch: by default the one with most runs, else --b
   CHECK(feature["runs"][0]["median"] == 900.0);
   CHECK(show_json(db, "--series resnet-tiny")["series"].size() == 1);
   CHECK(run_cli("history show --db '" + db + "' --series no-such-profile").code == 2);
+}
+
+HISTORY_TEST("a series is its workload: a rename or a new description stays in it and shows as a profile change",
+             workload_series) {
+  const fs::path dir = scratch("history-workload-" + std::string(db.rfind("postgres", 0) == 0 ? "pg" : "sqlite"));
+  add_series(db, dir, 6, [](int i) {
+    fake_run r;
+    r.date = time_of(i);
+    r.workload = "resnet-tiny-work";
+    if (i >= 3) {  // a pull request renamed the profile and edited its description: a new full hash
+      r.name = "resnet-tiny-renamed";
+      r.description = "edited";
+      r.hash = "cccc3333dddd4444";
+    }
+    return r;
+  });
+  json out = show_json(db);
+  REQUIRE(out["series"].size() == 1);
+  const json& s = out["series"][0];
+  CHECK(s["runs"].size() == 6);
+  CHECK(s["profile_name"] == "resnet-tiny-renamed");
+  CHECK(s["runs"][3]["environment_changes"] ==
+        json::array({"profile resnet-tiny (aaaa1111bbbb2222) -> resnet-tiny-renamed (cccc3333dddd4444)"}));
+  CHECK(s["runs"][3]["environment"]["profile"] == "cccc3333dddd4444");
+  // The same profile measured by bench-data, and by two ranks: series of their own.
+  add_series(db, dir / "data", 2, [](int i) {
+    fake_run r;
+    r.date = time_of(i);
+    r.workload = "resnet-tiny-work";
+    r.measurement = "bench-data";
+    return r;
+  });
+  add_series(db, dir / "two", 2, [](int i) {
+    fake_run r;
+    r.date = time_of(i);
+    r.workload = "resnet-tiny-work";
+    r.gpu.clear();  // on a CPU, where the machine class does not count ranks
+    r.world = 2;
+    return r;
+  });
+  add_series(db, dir / "one", 2, [](int i) {
+    fake_run r;
+    r.date = time_of(i);
+    r.workload = "resnet-tiny-work";
+    r.gpu.clear();
+    return r;
+  });
+  out = show_json(db);
+  CHECK(out["series"].size() == 4);
+  std::set<std::string> workloads;
+  for (const auto& x : out["series"]) workloads.insert(x["workload"].get<std::string>());
+  CHECK(workloads.size() == 3);  // run (on the GPU and on the CPU), bench-data, two ranks
+}
+
+HISTORY_TEST("a database of schema 2 is rekeyed by workload: a renamed profile's two series become one",
+             migration_rekey) {
+  {
+    auto raw = open_database(db);
+    migrate_to(*raw, 2);
+    // Schema 2 keyed a series on the full profile hash: a rename made a second series.
+    for (int i = 0; i < 4; ++i) {
+      fake_run r;
+      r.date = time_of(i);
+      r.workload = "work";
+      if (i >= 2) {
+        r.name = "renamed";
+        r.hash = "cccc3333dddd4444";
+      }
+      const std::string series = "old-" + r.hash;
+      if (raw->query("SELECT id FROM tb_series WHERE id = ?", {series}).empty())
+        raw->query("INSERT INTO tb_series (id, profile_hash, profile_name, machine_class) VALUES (?, ?, ?, ?)",
+                   {series, r.hash, r.name, "gpu: NVIDIA H100 80GB HBM3 x 1"});
+      const std::string id = "run" + std::to_string(i);
+      raw->query(
+          "INSERT INTO tb_runs (id, series_id, profile_name, commit_sha, branch, run_time, added_at, source, status, "
+          "error_kind, median, q1, q3, median_sd, window_count, process_count, env_driver, env_cuda, env_cudnn, "
+          "env_libtorch, env_trainbench, env_host, env_build_type, report) VALUES (?, ?, ?, ?, 'main', ?, ?, 'x', "
+          "'ok', '', 1000, 999, 1001, 1, 5, 1, '570.86', '13.0', '9.19.0', '2.11.0', '0.1.0 (abc1234)', 'runner-1', "
+          "'Release', ?)",
+          {id, series, r.name, commit_of(i), time_of(i), time_of(i), make_report(r).dump()});
+      raw->query(
+          "INSERT INTO tb_change_point_sets (series_id, branch, algorithm, parameters, version, runs_fingerprint, "
+          "computed_at) VALUES (?, 'main', 'a', ?, 1, 'f', 'now')",
+          {series, id});
+    }
+  }
+  history_store store(open_database(db));
+  CHECK(store.schema_version() == history_schema_version);
+  const auto series = store.all_series();
+  REQUIRE(series.size() == 1);
+  CHECK(series[0].profile_name == "renamed");
+  CHECK(series[0].profile_hash == "cccc3333dddd4444");
+  CHECK_FALSE(series[0].workload.empty());
+  const auto runs = store.runs_of(series[0].id, "main");
+  REQUIRE(runs.size() == 4);
+  CHECK(runs[0].profile_hash == "aaaa1111bbbb2222");
+  CHECK(runs[3].profile_hash == "cccc3333dddd4444");
+  CHECK(store.db().query("SELECT COUNT(*) FROM tb_change_point_sets")[0].integer(0) == 0);
+  CHECK(store.db().query("SELECT COUNT(*) FROM tb_series")[0].integer(0) == 1);
 }

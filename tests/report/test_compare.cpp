@@ -119,7 +119,7 @@ TEST_CASE("matching by hash, by name with a warning, and rows on one side only")
   auto c = compare_reports(base, cand, options(3, 0.05));
   REQUIRE(c.rows.size() == 2);
   CHECK(c.rows[0].name == "a");
-  CHECK(c.rows[0].match == "name");
+  CHECK(c.rows[0].match == "workload");
   CHECK(c.rows[1].match == "hash");
   CHECK(c.only_base == std::vector<std::string>{"only-base"});
   CHECK(c.only_candidate == std::vector<std::string>{"only-cand"});
@@ -430,4 +430,22 @@ TEST_CASE("reports from before processes load: without process ids a report is o
   // Two such reports of the profile on a side are two processes.
   const auto two = compare_reports({old, old}, {old, old}, options(3, 0.05));
   CHECK(two.rows[0].base_units.size() == 2);
+}
+
+TEST_CASE("compare matches a 1-process reference with a 2-process ladder rung: the plan is not the workload") {
+  json ref = fake_report("00-baseline", "h1", {100});
+  ref["profile"]["resolved"] = "name: 00-baseline\ntrain:\n  batch_size: 64\nmeasure:\n  processes: 1\n";
+  json rung = fake_report("00-baseline", "h2", {101, 99});
+  rung["profile"]["resolved"] = "name: 00-baseline\ntrain:\n  batch_size: 64\nmeasure:\n  processes: 2\n";
+  const auto c = compare_reports({ref}, {rung}, options(3, 0.05));
+  REQUIRE(c.rows.size() == 1);
+  CHECK(c.rows[0].match == "workload");
+  CHECK(c.unmatched.empty());
+  bool named = false;
+  for (const auto& w : c.warnings) named = named || w.find("measure.processes: 1 vs 2") != std::string::npos;
+  CHECK(named);
+  // A renamed profile of the same workload is matched too.
+  json renamed = rung;
+  renamed["profile"]["name"] = "00-baseline-renamed";
+  CHECK(compare_reports({ref}, {renamed}, options(3, 0.05)).rows.size() == 1);
 }

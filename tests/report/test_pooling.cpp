@@ -23,7 +23,7 @@ run_result round_of(double rate, double stage_s, std::int64_t rss, std::int64_t 
   r.window_batches = 2;
   r.memory.host_peak_rss_bytes = rss;
   r.stopped_by = "repeats";
-  r.processes = {{rate / 100, 0.5, rate / 1000}};
+  r.processes = {{rate / 100, 0.5, rate / 1000, 1.7e9 + rate, 1.7e9 + rate + 2}};
   return r;
 }
 
@@ -56,6 +56,8 @@ TEST_CASE("a round's result survives the state file exactly") {
   CHECK(back.telemetry.power_w_mean == std::optional<double>(123.25));
   REQUIRE(back.processes.size() == 1);
   CHECK(back.processes[0].to_first_window_s == r.processes[0].to_first_window_s);
+  CHECK(back.processes[0].measured_from_unix_s == r.processes[0].measured_from_unix_s);
+  CHECK(back.processes[0].measured_to_unix_s == r.processes[0].measured_to_unix_s);
   CHECK(back.processes[0].warmup_s == r.processes[0].warmup_s);
 }
 

@@ -96,13 +96,14 @@ TEST_CASE("compare --format json validates against schemas/compare.schema.json, 
     for (double r : rates) reps.push_back({{"samples", 100}, {"elapsed_s", 100.0 / r}, {"samples_per_s", r}});
     return json{{"schema_version", 1},
                 {"status", "ok"},
-                {"profile", {{"name", name}, {"hash", hash}, {"workload_hash", "w-" + hash}, {"resolved", "a: 1\n"}}},
+                {"profile",
+                 {{"name", name}, {"hash", hash}, {"workload_hash", "w-" + hash}, {"resolved", "a: 1\nb: " + name + "\n"}}},
                 {"context", {{"gpu", nullptr}, {"libtorch", "2.11.0"}, {"build_type", "Release"}}},
                 {"results", {{"repeats", reps}}}};
   };
   const std::vector<double> r{100, 101, 99, 100.5, 99.5};
   json moved = report("moved", "h4", r);
-  moved["profile"]["resolved"] = "a: 2\n";
+  moved["profile"]["resolved"] = "a: 2\nb: moved\n";
   const auto c = trainbench::compare_reports(
       {report("same", "h1", r), report("slow", "h2", r), report("empty", "h3", {}), report("moved", "h5", r)},
       {report("same", "h1", r), report("slow", "h2", {80, 81, 79, 80.5, 79.5}), report("empty", "h3", r), moved},

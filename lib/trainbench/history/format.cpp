@@ -66,7 +66,7 @@ std::string change_line(const series_view& v, const stored_change_point& c) {
   return line + "\n";
 }
 
-ordered_json run_json(const run_record& r, const std::vector<std::string>& changes) {
+ordered_json run_json(const run_record& r, const std::vector<std::string>& changes, bool outlier) {
   ordered_json env = ordered_json::object();
   for (std::size_t f = 0; f < environment_fields.size(); ++f) env[environment_fields[f]] = r.env[f];
   const auto opt = [](const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
@@ -83,6 +83,7 @@ ordered_json run_json(const run_record& r, const std::vector<std::string>& chang
           {"windows", r.window_count},
           {"processes", r.process_count},
           {"counts", counts(r)},
+          {"outlier", outlier},
           {"environment", env},
           {"environment_changes", changes},
           {"source", r.source}};
@@ -130,8 +131,11 @@ std::string format_history_text(const std::vector<series_view>& views, std::size
       std::string marker = " ";
       for (const auto& c : v.change_points.points)
         if (c.run_id == r.id) marker = "*";
+      const bool outlier = i < v.outlier.size() && v.outlier[i];
+      if (outlier) marker = "!";
       out << " " << marker << pad(r.time, 21) << pad(short_commit(r.commit), 11)
-          << pad(r.median ? fixed(*r.median, 1) : "-", 10) << pad(spread_text(r), 8) << pad(r.status, 12)
+          << pad(r.median ? fixed(*r.median, 1) : "-", 10) << pad(spread_text(r), 8)
+          << pad(outlier ? "outlier" : r.status, 12)
           << join(v.env_changes[i], ", ") << "\n";
     }
     out << "\n";
@@ -151,10 +155,11 @@ std::string format_history_json(const std::vector<series_view>& views, const std
     ordered_json s = {{"id", v.series.id},
                       {"profile_name", v.series.profile_name},
                       {"profile_hash", v.series.profile_hash},
+                      {"workload", v.series.workload},
                       {"machine_class", v.series.machine_class},
                       {"branch", v.branch}};
     s["runs"] = ordered_json::array();
-    for (std::size_t i = 0; i < v.runs.size(); ++i) s["runs"].push_back(run_json(v.runs[i], v.env_changes[i]));
+    for (std::size_t i = 0; i < v.runs.size(); ++i) s["runs"].push_back(run_json(v.runs[i], v.env_changes[i], i < v.outlier.size() && v.outlier[i]));
     s["change_points"] = ordered_json::array();
     for (const auto& c : v.change_points.points) s["change_points"].push_back(change_json(v, c));
     s["latest_change"] =

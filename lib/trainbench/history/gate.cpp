@@ -38,10 +38,10 @@ std::string number(const char* format, double v) {
   return buf;
 }
 
-// Windows of several runs as one side of a pair: each run's processes keep ids of their own, so
-// ten one-process runs are ten processes (as compare pools reports).
+// Windows of several runs as one side of a pair: each run's processes keep ids of their own, and
+// every window the index of its run (the unit of the test).
 void add_side(const std::vector<std::vector<window_record>>& windows, std::vector<double>& rates,
-              std::vector<int>& process) {
+              std::vector<int>& process, std::vector<int>& run_of) {
   int next = 0;
   for (std::size_t run = 0; run < windows.size(); ++run) {
     std::map<std::int64_t, int> ids;
@@ -50,11 +50,10 @@ void add_side(const std::vector<std::vector<window_record>>& windows, std::vecto
       if (it == ids.end()) it = ids.emplace(w.process, next++).first;
       rates.push_back(w.samples_per_s);
       process.push_back(it->second);
+      run_of.push_back(static_cast<int>(run));
     }
   }
 }
-
-std::size_t process_count(const std::vector<int>& process) { return std::set<int>(process.begin(), process.end()).size(); }
 
 // The counted runs of the branch the candidate is judged against: those since the last change
 // point (all when there is none), the latest `cap` of them; never a run the candidate brought.
@@ -71,8 +70,18 @@ void pick_baseline(gate_series& g, const series_view& view, const std::set<std::
       }
   }
   std::vector<run_record> since;
-  for (std::size_t i = start; i < view.runs.size(); ++i)
-    if (counts(view.runs[i]) && !candidate_ids.count(view.runs[i].id)) since.push_back(view.runs[i]);
+  std::vector<std::string> outliers;
+  for (std::size_t i = start; i < view.runs.size(); ++i) {
+    if (!counts(view.runs[i]) || candidate_ids.count(view.runs[i].id)) continue;
+    if (i < view.outlier.size() && view.outlier[i])
+      outliers.push_back(short_commit(view.runs[i].commit));
+    else
+      since.push_back(view.runs[i]);
+  }
+  if (!outliers.empty())
+    g.notes.push_back(std::to_string(outliers.size()) + " outlier run" + (outliers.size() == 1 ? "" : "s") +
+                      " of the baseline's level left out (" + join(outliers, ", ") +
+                      "): one run never decides a verdict (history show marks it)");
   g.runs_since_change = since.size();
   if (since.size() > cap) since.erase(since.begin(), since.end() - static_cast<std::ptrdiff_t>(cap));
   g.baseline = std::move(since);
@@ -85,19 +94,20 @@ std::string level_words(const gate_series& g) {
                    number("%+.1f%%", g.change_point_pct) + ")";
 }
 
-// Too few baseline processes for the test: the change of the medians against the threshold,
-// outside Holm's family (it has no p-value).
-void threshold_rule(gate_series& g, double threshold_pct, std::size_t min_processes) {
+// Too few baseline runs for the test: the change of the medians against the threshold, outside
+// Holm's family (it has no p-value).
+void threshold_rule(gate_series& g, double threshold_pct, std::size_t min_runs) {
   pair_row& r = g.row;
   const std::size_t n = r.base_units.size();
+  r.change_pct = 100.0 * (r.candidate_median / r.base_median - 1.0);
   r.result = r.change_pct < -threshold_pct  ? verdict::slower
              : r.change_pct > threshold_pct ? verdict::faster
                                             : verdict::same;
   r.reason = "threshold rule: change " + number("%+.1f%%", r.change_pct) +
              (r.result == verdict::same ? " within " : " beyond ") + number("±%g%%", threshold_pct);
-  g.notes.push_back("too little history: " + std::to_string(n) + " baseline process" + (n == 1 ? "" : "es") + " " +
-                    level_words(g) + ", fewer than the " + std::to_string(min_processes) +
-                    " the test needs (--min-processes); judged by the threshold rule instead");
+  g.notes.push_back("too little history: " + std::to_string(n) + " baseline run" + (n == 1 ? "" : "s") + " " +
+                    level_words(g) + ", fewer than the " + std::to_string(min_runs) +
+                    " the test needs (--min-runs); judged by the threshold rule instead");
 }
 
 gate_series judge_series(history_store& store, const std::vector<series_record>& known, const std::string& id,
@@ -105,11 +115,11 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
                          const history_gate_request& req) {
   gate_series g;
   const run_record& first = candidate.front();
-  g.series = {id, first.profile_hash, first.profile_name, first.machine_class};
+  g.series = {id, first.profile_hash, first.profile_name, first.machine_class, first.workload};
   g.candidate = candidate;
   g.row.name = first.profile_name;
   g.row.match = "hash";
-  g.row.level = evidence_level::process;
+  g.row.level = evidence_level::run;
   std::vector<std::vector<window_record>> cand_windows;
   for (const auto& r : candidate) {
     if (r.ranks_in_results < r.world_size) {  // one rank's windows: a W-th of the job's samples
@@ -124,7 +134,7 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
       g.notes.push_back("the candidate run '" + r.source + "' ended with status '" + r.status + "' after " +
                         std::to_string(r.windows.size()) + " windows; judged on those");
   }
-  add_side(cand_windows, g.row.candidate, g.row.candidate_process);
+  add_side(cand_windows, g.row.candidate, g.row.candidate_process, g.row.candidate_run);
   const auto hit = std::find_if(known.begin(), known.end(), [&](const series_record& s) { return s.id == id; });
   if (hit != known.end()) {
     g.series.profile_name = hit->profile_name;
@@ -140,8 +150,8 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
   g.environment_changes = environment_changes(g.baseline.back(), first);
   std::vector<std::string> ids;
   for (const auto& r : g.baseline) ids.push_back(r.id);
-  add_side(store.windows_of(ids), g.row.base, g.row.base_process);
-  g.rule = process_count(g.row.base_process) >= req.min_processes ? baseline_rule::test : baseline_rule::threshold;
+  add_side(store.windows_of(ids), g.row.base, g.row.base_process, g.row.base_run);
+  g.rule = g.baseline.size() >= req.min_runs ? baseline_rule::test : baseline_rule::threshold;
   g.measured = !g.row.candidate.empty() && !g.row.base.empty();
   if (!g.measured) {
     g.row.result = verdict::ambiguous;
@@ -152,7 +162,7 @@ gate_series judge_series(history_store& store, const std::vector<series_record>&
     return g;
   }
   g.row = measure_pair(g.row, req.alpha);
-  if (g.rule == baseline_rule::threshold) threshold_rule(g, req.threshold_pct, req.min_processes);
+  if (g.rule == baseline_rule::threshold) threshold_rule(g, req.threshold_pct, req.min_runs);
   return g;
 }
 
@@ -196,7 +206,7 @@ gate_result run_gate(history_store& store, const std::vector<run_record>& candid
   out.where = store.db().where();
   out.alpha = req.alpha;
   out.threshold_pct = req.threshold_pct;
-  out.min_processes = req.min_processes;
+  out.min_runs = req.min_runs;
   out.baseline_runs = req.baseline_runs;
   out.require_baseline = req.require_baseline;
   std::vector<std::string> order;
@@ -219,6 +229,7 @@ int history_gate_command(const history_gate_request& req) {
   if (req.threshold_pct < 0) throw input_error("--threshold must be >= 0");
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
   if (req.baseline_runs < 1) throw input_error("--baseline-runs must be at least 1");
+  if (req.min_runs < 2) throw input_error("--min-runs must be at least 2 (one run has no spread to test against)");
   if (req.branch.empty()) throw input_error("--branch: empty branch name");
   check_change_point_params(req.params);
   // The candidates are read and checked before the database is opened; the gate writes nothing.

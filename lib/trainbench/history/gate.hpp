@@ -20,13 +20,14 @@ struct history_gate_request {
   std::string format = "text";          // text | markdown | json
   double threshold_pct = 3.0, alpha = 0.05;
   std::size_t baseline_runs = 50;  // the latest counted runs since the last change point
-  std::size_t min_processes = 5;   // fewer baseline processes than this: the threshold rule
+  std::size_t min_runs = 5;        // fewer baseline runs than this: the threshold rule
   bool require_baseline = false;   // a candidate series without baseline fails the gate (exit 1)
   e_divisive_params params;        // the change points' parameters, as history add was given them
 };
 
 // How a series' baseline was judged against.
-//   test       the process-level test (Mann-Whitney over per-process medians), Holm across series;
+//   test       the run-level test (Student's t over the runs' process medians, on the log scale),
+//              Holm across series;
 //   threshold  too little history for the test: the change of the medians against --threshold;
 //   none       no counted run of the series on the branch: no verdict.
 enum class baseline_rule { test, threshold, none };
@@ -49,7 +50,7 @@ struct gate_series {
 struct gate_result {
   std::string branch, where;
   double alpha = 0.05, threshold_pct = 3.0;
-  std::size_t min_processes = 5, baseline_runs = 50;
+  std::size_t min_runs = 5, baseline_runs = 50;
   bool require_baseline = false;
   std::vector<gate_series> series;
   std::size_t family_size = 0;  // series the test (and Holm's correction) ran over

@@ -78,7 +78,7 @@ std::string series_title(const gate_series& g) {
 }
 
 std::string header(const gate_result& r, const std::string& where) {
-  return "history gate against " + r.branch + " in " + where + ": process level, alpha " + format_alpha(r.alpha) +
+  return "history gate against " + r.branch + " in " + where + ": run level, alpha " + format_alpha(r.alpha) +
          ", threshold " + number("%g%%", r.threshold_pct) + ", " +
          (r.family_size > 1 ? "Holm's correction over " + std::to_string(r.family_size) + " tested series"
                             : plural(r.family_size, "tested series", "tested series") + " (no correction)");
@@ -235,10 +235,10 @@ json series_json(const gate_series& g) {
 json json_of(const gate_result& r) {
   json j = {{"database", r.where},
             {"branch", r.branch},
-            {"level", "process"},
+            {"level", "run"},
             {"alpha", r.alpha},
             {"threshold_pct", r.threshold_pct},
-            {"min_processes", r.min_processes},
+            {"min_runs", r.min_runs},
             {"baseline_runs", r.baseline_runs},
             {"require_baseline", r.require_baseline},
             {"family_correction", r.family_size > 1 ? "holm" : "none"},

@@ -30,6 +30,7 @@ void check_change_point_params(const e_divisive_params& p) {
                       " runs (a window's pair distances grow with its square)");
   if (!(p.max_p > 0 && p.max_p < 1)) throw input_error("--max-p: expected a level between 0 and 1");
   if (!(p.min_magnitude >= 0)) throw input_error("--min-change: expected a percentage >= 0");
+  if (p.min_segment < 1) throw input_error("--min-segment 0: a level needs at least 1 run");
 }
 
 namespace {

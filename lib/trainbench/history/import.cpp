@@ -11,6 +11,7 @@
 
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/report/compare.hpp"
+#include "trainbench/report/identity.hpp"
 #include "trainbench/report/report.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -172,8 +173,17 @@ std::string machine_class_of(const json& report) {
   return "cpu: " + string_at(cpu, "model", "?") + ", " + string_at(cpu, "cores", "?") + " cores";
 }
 
-std::string series_id_of(const std::string& profile_hash, const std::string& machine_class) {
-  return sha256_hex(profile_hash + "\n" + machine_class).substr(0, 16);
+std::string series_id_of(const std::string& workload_key, const std::string& machine_class) {
+  return sha256_hex(workload_key + "\n" + machine_class).substr(0, 16);
+}
+
+series_key series_key_of(const json& report) {
+  series_key k;
+  k.workload = identity_of(report).key();
+  k.machine_class = machine_class_of(report);
+  k.series_id = series_id_of(k.workload, k.machine_class);
+  k.profile_hash = report.at("profile").at("hash").get<std::string>();
+  return k;
 }
 
 run_record run_from_report(const std::string& text, const std::string& source, const run_origin& origin) {
@@ -192,10 +202,12 @@ run_record run_from_report(const std::string& text, const std::string& source, c
     const json& profile = j.at("profile");
     const json& context = j.at("context");
     run.id = sha256_hex(j.dump());
-    run.profile_hash = profile.at("hash").get<std::string>();
+    const series_key key = series_key_of(j);
+    run.profile_hash = key.profile_hash;
     run.profile_name = profile.at("name").get<std::string>();
-    run.machine_class = machine_class_of(j);
-    run.series_id = series_id_of(run.profile_hash, run.machine_class);
+    run.machine_class = key.machine_class;
+    run.workload = key.workload;
+    run.series_id = key.series_id;
     run.status = j.value("status", "ok");
     if (j.contains("error") && j.at("error").is_object()) run.error_kind = string_at(j.at("error"), "kind", "");
     run.windows = windows_of(j.at("results").at("repeats"), source);
@@ -212,7 +224,8 @@ run_record run_from_report(const std::string& text, const std::string& source, c
                string_at(context, "libtorch"),
                string_at(tool, "version", "?") + " (" + string_at(tool, "git", "?") + ")",
                string_at(context, "host", "?"),
-               string_at(context, "build_type", "?")};
+               string_at(context, "build_type", "?"),
+               run.profile_hash};
     run.time = origin.time.empty()
                    ? normalize_time(context.at("date").get<std::string>(), "'" + source + "': context.date")
                    : origin.time;

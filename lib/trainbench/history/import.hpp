@@ -25,7 +25,14 @@ std::string normalize_time(const std::string& text, const std::string& what);
 
 // "gpu: NVIDIA H100 80GB HBM3 x 8" or "cpu: AMD EPYC, 2 cores": what one series is measured on.
 std::string machine_class_of(const nlohmann::json& report);
-std::string series_id_of(const std::string& profile_hash, const std::string& machine_class);
+// A series is one workload (report/identity.hpp's key: the non-default workload keys, the kind of
+// measurement, the world size) on one machine class: its id is 16 hex digits of both.
+std::string series_id_of(const std::string& workload_key, const std::string& machine_class);
+struct series_key {
+  std::string series_id, workload, machine_class, profile_hash;
+};
+// The series a report's run belongs to (history add, the gate, and the schema 3 migration).
+series_key series_key_of(const nlohmann::json& report);
 
 // One report as a run (with its windows and its JSON). Throws input_error naming `source` for an
 // unknown schema version or a missing field.

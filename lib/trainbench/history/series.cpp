@@ -1,14 +1,24 @@
 #include "trainbench/history/series.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "trainbench/measure/stats.hpp"
 #include "trainbench/util/sha256.hpp"
 
 namespace trainbench {
 
 std::vector<std::string> environment_changes(const run_record& before, const run_record& after) {
   std::vector<std::string> out;
-  for (std::size_t f = 0; f < environment_fields.size(); ++f)
-    if (before.env[f] != after.env[f])
-      out.push_back(std::string(environment_fields[f]) + " " + before.env[f] + " -> " + after.env[f]);
+  for (std::size_t f = 0; f < environment_fields.size(); ++f) {
+    if (before.env[f] == after.env[f]) continue;
+    const std::string field = environment_fields[f];
+    if (field == "profile" && before.profile_name != after.profile_name)  // a rename says so
+      out.push_back(field + " " + before.profile_name + " (" + before.env[f] + ") -> " + after.profile_name + " (" +
+                    after.env[f] + ")");
+    else
+      out.push_back(field + " " + before.env[f] + " -> " + after.env[f]);
+  }
   return out;
 }
 
@@ -56,6 +66,36 @@ change_point_set find_change_points(const std::vector<run_record>& runs, const e
   return set;
 }
 
+std::vector<bool> find_outliers(const std::vector<run_record>& runs, const change_point_set& set) {
+  std::vector<bool> out(runs.size(), false);
+  std::vector<std::vector<std::size_t>> levels(1);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!counts(runs[i])) continue;
+    const bool starts = std::any_of(set.points.begin(), set.points.end(),
+                                    [&](const stored_change_point& c) { return c.run_id == runs[i].id; });
+    if (starts && !levels.back().empty()) levels.emplace_back();
+    levels.back().push_back(i);
+  }
+  for (const auto& level : levels) {
+    if (level.size() < outlier_min_level) continue;
+    std::vector<double> medians;
+    double floor_ss = 0;
+    for (std::size_t i : level) {
+      medians.push_back(*runs[i].median);
+      floor_ss += runs[i].median_sd * runs[i].median_sd;
+    }
+    const double centre = quantile(medians, 0.5);
+    std::vector<double> deviations;
+    for (double m : medians) deviations.push_back(std::fabs(m - centre));
+    const double robust_sd = std::max({1.4826 * quantile(deviations, 0.5),
+                                       std::sqrt(floor_ss / static_cast<double>(level.size())),
+                                       1e-3 * std::fabs(centre)});
+    for (std::size_t k = 0; k < level.size(); ++k)
+      out[level[k]] = std::fabs(medians[k] - centre) > outlier_sd * robust_sd;
+  }
+  return out;
+}
+
 namespace {
 
 bool current(const std::optional<change_point_set>& stored, const std::string& fingerprint) {
@@ -75,9 +115,11 @@ series_view view_series(history_store& store, const series_record& series, const
   auto stored = store.change_points_of(series.id, branch, change_point_algorithm, describe(params));
   if (current(stored, runs_fingerprint(v.runs, params))) {
     v.change_points = *stored;
+    v.outlier = find_outliers(v.runs, v.change_points);
     return v;
   }
   v.change_points = find_change_points(v.runs, params);
+  v.outlier = find_outliers(v.runs, v.change_points);
   v.recomputed = true;
   if (save && !store.db().read_only()) {  // read-only: kept in memory for this command
     write_transaction tx(store.db());

@@ -12,7 +12,7 @@ namespace trainbench {
 constexpr const char* change_point_algorithm = "e-divisive-means";
 // Bumped whenever the algorithm would find other change points in the same data: stored sets
 // of an older version are recomputed.
-constexpr int change_point_algorithm_version = 1;
+constexpr int change_point_algorithm_version = 2;  // 2: min_segment
 
 // "driver 570.86 -> 575.51" for each environment field that differs.
 std::vector<std::string> environment_changes(const run_record& before, const run_record& after);
@@ -23,12 +23,23 @@ std::string runs_fingerprint(const std::vector<run_record>& runs, const e_divisi
 // E-Divisive over the counted runs' medians, each run's own median_sd as its spread floor.
 change_point_set find_change_points(const std::vector<run_record>& runs, const e_divisive_params& params);
 
+// A counted run is an outlier when its median lies more than outlier_sd (3.5) robust sds (1.4826 x the
+// median absolute deviation of its level's medians, at least the rms of their own median_sd and
+// 0.1% of the level) from its level's median; levels (the runs between change points) of fewer
+// than outlier_min_level counted runs mark none. An outlier is shown as one, and the gate leaves
+// it out of a baseline: one run never decides a verdict.
+constexpr double outlier_sd = 3.5;
+constexpr std::size_t outlier_min_level = 5;
+// Per run (parallel to runs): whether it is an outlier of its level.
+std::vector<bool> find_outliers(const std::vector<run_record>& runs, const change_point_set& set);
+
 struct series_view {
   series_record series;
   std::string branch;
   std::vector<run_record> runs;                       // every run on the branch, in time order
   std::vector<std::vector<std::string>> env_changes;  // per run, against the run before it
   change_point_set change_points;
+  std::vector<bool> outlier;  // per run: an outlier of its level (find_outliers)
   bool recomputed = false;  // the stored set was missing or stale
 };
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "trainbench/history/import.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -44,6 +46,12 @@ const std::vector<std::vector<std::string>>& migrations() {
           // show and the gate read a series' runs on a branch in time order.
           "CREATE INDEX tb_runs_by_series ON tb_runs (series_id, branch, run_time)",
       },
+      {
+          // Series keyed on the workload (report/identity.hpp), no longer on the full profile hash,
+          // which becomes a run attribute; rekey_series (below) moves the runs.
+          "ALTER TABLE tb_runs ADD COLUMN profile_hash TEXT NOT NULL DEFAULT ''",
+          "ALTER TABLE tb_series ADD COLUMN workload TEXT NOT NULL DEFAULT ''",
+      },
   };
   return steps;
 }
@@ -64,9 +72,56 @@ int stored_version(database& db) {
   return static_cast<int>(rows[0].integer(0));
 }
 
+// Version 3: every run moves to the series of its workload, read again from its stored report;
+// series left without runs go, and so do the stored change points (recomputed when next read).
+void rekey_series(database& db) {
+  std::vector<std::string> ids;
+  for (const auto& r : db.query("SELECT id FROM tb_runs ORDER BY run_time, id")) ids.push_back(r.text(0));
+  std::map<std::string, std::string> latest_name, latest_hash;  // new series -> its latest run's
+  std::set<std::string> created, emptied;
+  constexpr std::size_t chunk = 100;  // reports in memory at once
+  for (std::size_t from = 0; from < ids.size(); from += chunk) {
+    std::string sql = "SELECT id, series_id, profile_name, report FROM tb_runs WHERE id IN (";
+    std::vector<sql_value> params;
+    for (std::size_t i = from; i < std::min(ids.size(), from + chunk); ++i) {
+      sql += i == from ? "?" : ", ?";
+      params.emplace_back(ids[i]);
+    }
+    for (const auto& r : db.query(sql + ")", params)) {
+      const nlohmann::json report = nlohmann::json::parse(r.text(3), nullptr, false);
+      if (report.is_discarded() || !report.is_object()) continue;  // stays where it was
+      series_key key;
+      try {
+        key = series_key_of(report);
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (!created.count(key.series_id) && db.query("SELECT id FROM tb_series WHERE id = ?", {key.series_id}).empty())
+        db.query(
+            "INSERT INTO tb_series (id, profile_hash, profile_name, machine_class, workload) VALUES (?, ?, ?, ?, ?)",
+            {key.series_id, key.profile_hash, r.text(2), key.machine_class, key.workload});
+      created.insert(key.series_id);
+      if (r.text(1) != key.series_id) emptied.insert(r.text(1));
+      latest_name[key.series_id] = r.text(2);
+      latest_hash[key.series_id] = key.profile_hash;
+      db.query("UPDATE tb_runs SET series_id = ?, profile_hash = ? WHERE id = ?",
+               {key.series_id, key.profile_hash, r.text(0)});
+    }
+  }
+  for (const auto& [id, name] : latest_name)
+    db.query("UPDATE tb_series SET profile_name = ?, profile_hash = ? WHERE id = ?", {name, latest_hash[id], id});
+  db.query("DELETE FROM tb_change_points");
+  db.query("DELETE FROM tb_change_point_sets");
+  for (const auto& id : emptied)
+    if (db.query("SELECT id FROM tb_runs WHERE series_id = ?", {id}).empty())
+      db.query("DELETE FROM tb_series WHERE id = ?", {id});
+}
+
 void apply_migrations(database& db, int from, int to) {
-  for (int v = from; v < to; ++v)
+  for (int v = from; v < to; ++v) {
     for (const auto& sql : migrations().at(static_cast<std::size_t>(v))) db.query(sql);
+    if (v + 1 == 3) rekey_series(db);
+  }
   db.query("DELETE FROM tb_meta WHERE key = 'schema_version'");
   db.query("INSERT INTO tb_meta (key, value) VALUES ('schema_version', ?)", {std::to_string(to)});
 }
@@ -74,7 +129,7 @@ void apply_migrations(database& db, int from, int to) {
 const char* run_columns =
     "id, series_id, profile_name, commit_sha, branch, run_time, source, status, error_kind, median, q1, q3, "
     "median_sd, window_count, process_count, env_driver, env_cuda, env_cudnn, env_libtorch, env_trainbench, env_host, "
-    "env_build_type";
+    "env_build_type, profile_hash";
 
 run_record run_of(const sql_row& r) {
   run_record run;
@@ -93,7 +148,8 @@ run_record run_of(const sql_row& r) {
   run.median_sd = r.real(12);
   run.window_count = r.integer(13);
   run.process_count = r.integer(14);
-  for (std::size_t f = 0; f < environment_fields.size(); ++f) run.env[f] = r.text(15 + f);
+  for (std::size_t f = 0; f < environment_fields.size(); ++f) run.env[f] = r.text(15 + f);  // profile: profile_hash
+  run.profile_hash = run.env[7];
   return run;
 }
 
@@ -138,10 +194,12 @@ std::vector<std::string> history_store::add_runs(const std::vector<run_record>& 
   for (const auto& run : runs) {
     if (!db_->query("SELECT id FROM tb_runs WHERE id = ?", {run.id}).empty()) continue;
     if (db_->query("SELECT id FROM tb_series WHERE id = ?", {run.series_id}).empty())
-      db_->query("INSERT INTO tb_series (id, profile_hash, profile_name, machine_class) VALUES (?, ?, ?, ?)",
-                 {run.series_id, run.profile_hash, run.profile_name, run.machine_class});
+      db_->query(
+          "INSERT INTO tb_series (id, profile_hash, profile_name, machine_class, workload) VALUES (?, ?, ?, ?, ?)",
+          {run.series_id, run.profile_hash, run.profile_name, run.machine_class, run.workload});
     else
-      db_->query("UPDATE tb_series SET profile_name = ? WHERE id = ?", {run.profile_name, run.series_id});
+      db_->query("UPDATE tb_series SET profile_name = ?, profile_hash = ? WHERE id = ?",
+                 {run.profile_name, run.profile_hash, run.series_id});
     std::vector<sql_value> v{run.id,
                              run.series_id,
                              run.profile_name,
@@ -158,13 +216,14 @@ std::vector<std::string> history_store::add_runs(const std::vector<run_record>& 
                              run.median_sd,
                              run.window_count,
                              run.process_count};
-    for (const auto& e : run.env) v.emplace_back(e);
+    for (std::size_t f = 0; f + 1 < run.env.size(); ++f) v.emplace_back(run.env[f]);
     v.emplace_back(run.report);
+    v.emplace_back(run.profile_hash);
     db_->query(
         "INSERT INTO tb_runs (id, series_id, profile_name, commit_sha, branch, run_time, added_at, source, status, "
         "error_kind, median, q1, q3, median_sd, window_count, process_count, env_driver, env_cuda, env_cudnn, "
-        "env_libtorch, env_trainbench, env_host, env_build_type, report) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "env_libtorch, env_trainbench, env_host, env_build_type, report, profile_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         v);
     for (std::size_t i = 0; i < run.windows.size(); ++i) {
       const auto& w = run.windows[i];
@@ -187,11 +246,11 @@ bool valid_series_id(const std::string& id) {
 std::vector<series_record> history_store::all_series() {
   std::vector<series_record> out;
   for (const auto& r :
-       db_->query("SELECT id, profile_hash, profile_name, machine_class FROM tb_series ORDER BY profile_name, id")) {
+       db_->query("SELECT id, profile_hash, profile_name, machine_class, workload FROM tb_series ORDER BY profile_name, id")) {
     if (!valid_series_id(r.text(0)))
       throw input_error("--db " + db_->where() + ": table tb_series holds the id '" + r.text(0).substr(0, 80) +
                         "', not one trainbench writes (1 to 64 letters, digits, '-' or '_'); nothing was read");
-    out.push_back({r.text(0), r.text(1), r.text(2), r.text(3)});
+    out.push_back({r.text(0), r.text(1), r.text(2), r.text(3), r.text(4)});
   }
   return out;
 }

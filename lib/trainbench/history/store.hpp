@@ -12,12 +12,14 @@
 namespace trainbench {
 
 // The schema this trainbench writes; a database at a later version is refused.
-constexpr int history_schema_version = 2;
+constexpr int history_schema_version = 3;
 
 // What is kept per run beside the series key, in this order; a change of any of them between two
-// runs is shown along the series and named at a change point that spans it.
-constexpr std::array<const char*, 7> environment_fields{"driver",     "cuda", "cudnn",     "libtorch",
-                                                        "trainbench", "host", "build_type"};
+// runs is shown along the series and named at a change point that spans it. `profile` is the
+// run's full profile hash: an edit that leaves the workload alone (a name, a description, the
+// report path, the measurement plan) stays in the series and shows here.
+constexpr std::array<const char*, 8> environment_fields{"driver",     "cuda", "cudnn",      "libtorch",
+                                                        "trainbench", "host", "build_type", "profile"};
 using environment = std::array<std::string, environment_fields.size()>;
 
 struct window_record {
@@ -29,6 +31,7 @@ struct window_record {
 struct run_record {
   std::string id;  // SHA-256 of the report's JSON (canonical form): the key that makes adding idempotent
   std::string series_id, profile_hash, profile_name, machine_class;
+  std::string workload;              // report/identity.hpp's key: with machine_class, the series
   std::string commit, branch, time;  // time: ISO 8601 UTC, the series' order
   std::string status = "ok";         // ok | error | interrupted
   std::string error_kind;
@@ -46,8 +49,12 @@ struct run_record {
   std::string report;                  // the report's JSON as read; empty unless asked for
 };
 
+// A series is one workload (report/identity.hpp: the non-default workload keys, the kind of
+// measurement, the world size) on one machine class; profile_hash and profile_name are its latest
+// run's.
 struct series_record {
   std::string id, profile_hash, profile_name, machine_class;
+  std::string workload;  // identity key; empty in a series whose runs' reports could not be read again
 };
 
 // A series id as trainbench writes it: 1 to 64 letters, digits, '-' or '_'. show names files

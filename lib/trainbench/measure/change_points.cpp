@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "trainbench/measure/t_test.hpp"
 #include "trainbench/util/error.hpp"
@@ -90,13 +91,17 @@ class q_hat {
 
   // The (tau, kappa) maximising Q over [begin, end) as numpy's argmax finds it in Otava's matrix:
   // row tau, column kappa, the entries below the diagonal zero, the first maximum in row order.
-  std::pair<std::size_t, double> best(std::size_t begin, std::size_t end) const {
+  // Only splits that leave at least min_segment values on either side are candidates (with
+  // min_segment 1, every split, as Otava); nullopt when there is none.
+  std::optional<std::pair<std::size_t, double>> best(std::size_t begin, std::size_t end,
+                                                     std::size_t min_segment) const {
     const std::size_t s = begin - begin_, e = end - begin_, size = e - s - 1;
     std::size_t best_tau = s + 1;
     double best_q = 0;
     bool first = true;
     for (std::size_t i = 0; i < size; ++i) {
       const std::size_t tau = s + 1 + i;
+      if (tau - s < min_segment || e - tau < min_segment) continue;
       const double within_left = pairs_within(s, tau);
       double cross = 0, within_right = 0;
       for (std::size_t j = 0; j < size; ++j) {
@@ -118,7 +123,8 @@ class q_hat {
         }
       }
     }
-    return {begin_ + best_tau, best_q};
+    if (first) return std::nullopt;
+    return std::make_pair(begin_ + best_tau, best_q);
   }
 
  private:
@@ -145,9 +151,10 @@ std::vector<change_point> divide_window(const tester& t, std::size_t begin, std:
     bool any = false;
     std::pair<std::size_t, double> best{0, 0};
     for (const auto& iv : intervals) {
-      if (iv.end - iv.begin < 2) continue;
-      const auto c = q.best(iv.begin, iv.end);
-      if (!any || c.second > best.second) best = c;
+      if (iv.end - iv.begin < std::max<std::size_t>(2, 2 * t.params.min_segment)) continue;
+      const auto c = q.best(iv.begin, iv.end, t.params.min_segment);
+      if (!c) continue;
+      if (!any || c->second > best.second) best = *c;
       any = true;
     }
     if (!any) break;
@@ -179,9 +186,18 @@ std::vector<change_point> split(const tester& t, std::size_t window, double leve
 
 std::vector<change_point> merge(const tester& t, std::vector<change_point> cps) {
   const e_divisive_params& p = t.params;
+  const auto short_level = [&](const change_point& c) {
+    return std::min(c.n_before, c.n_after) < p.min_segment;
+  };
   while (!cps.empty()) {
     auto weakest = std::max_element(cps.begin(), cps.end(), [](const auto& a, const auto& b) { return a.p < b.p; });
-    if (weakest->p < p.max_p) {
+    // A change point with a level shorter than min_segment on a side goes first, the weakest of those.
+    auto too_short = cps.end();
+    for (auto it = cps.begin(); it != cps.end(); ++it)
+      if (short_level(*it) && (too_short == cps.end() || it->p > too_short->p)) too_short = it;
+    if (too_short != cps.end()) {
+      weakest = too_short;
+    } else if (weakest->p < p.max_p) {
       weakest = std::min_element(cps.begin(), cps.end(),
                                  [](const auto& a, const auto& b) { return a.magnitude() < b.magnitude(); });
       if (weakest->magnitude() > p.min_magnitude) return cps;
@@ -216,6 +232,7 @@ e_divisive_params otava_compatible(e_divisive_params p) {
   p.sample_sd = false;
   p.merge_neighbours = false;
   p.spread_floor = false;
+  p.min_segment = 1;
   return p;
 }
 
@@ -238,10 +255,11 @@ change_point_result e_divisive(const std::vector<double>& values, const std::vec
 }
 
 std::string describe(const e_divisive_params& p) {
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "window=%zu max_p=%.17g min_magnitude=%.17g sd=%s merge=%s spread_floor=%s", p.window,
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "window=%zu max_p=%.17g min_magnitude=%.17g sd=%s merge=%s spread_floor=%s min_segment=%zu", p.window,
                 p.max_p, p.min_magnitude, p.sample_sd ? "sample" : "population",
-                p.merge_neighbours ? "both-neighbours" : "otava-0.8", p.spread_floor ? "on" : "off");
+                p.merge_neighbours ? "both-neighbours" : "otava-0.8", p.spread_floor ? "on" : "off", p.min_segment);
   return buf;
 }
 

@@ -3,6 +3,8 @@
 // the weak/strong merge, as Hunter and Apache Otava do it (Fleming et al., "Hunter: Using Change
 // Point Detection to Hunt for Performance Regressions", ICPE 2023, arXiv 2301.03034). No torch.
 //
+// Evidence: no change point leaves fewer than min_segment values on either side (below).
+//
 // Split: each window of `window` values (stepping by half a window, or to the last change found)
 // is divided recursively at the point that maximises E-Divisive's Q-hat (the energy distance
 // between the two sides, weighted by their sizes), as long as Student's t-test between the two
@@ -20,6 +22,10 @@ struct e_divisive_params {
   std::size_t window = 50;   // values per window (Otava's window_len)
   double max_p = 0.001;      // the final significance level (Otava's max_pvalue)
   double min_magnitude = 0;  // a relative change at or below this is merged away (Otava's min_magnitude)
+  // The fewest values a level needs on either side of a change point: a split that leaves fewer
+  // is never taken, and a change point whose interval before or after is shorter is merged
+  // away, so a lone outlier (or two) is never a level of its own. 1: Otava's (none).
+  std::size_t min_segment = 3;
   // Deliberate differences from Otava 0.8.0, each off in otava_compatible():
   bool sample_sd = true;         // the t-test's sides use the sample sd (n - 1); Otava's uses numpy's population sd
   bool merge_neighbours = true;  // after a merge, test the two change points beside the one dropped; Otava's

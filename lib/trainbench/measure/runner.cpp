@@ -38,7 +38,12 @@ void runner::run() {
   p_.probe->reset_peaks();
   p_.probe->start_sampling();
   const std::size_t first = result_.windows.size();
+  const auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  if (!result_.processes.back().measured_from_unix_s) result_.processes.back().measured_from_unix_s = unix_now();
   for (int r = 0; r < m_.repeats || more_windows(first, r); ++r) measure_window(r);
+  result_.processes.back().measured_to_unix_s = unix_now();
   p_.probe->stop_sampling();
   read_loss(result_.loss_last);
   if (p_.step) {

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <cstdio>
+#include <ctime>
+#include <map>
 #include <set>
 
 #include "trainbench/config/profile_diff.hpp"
@@ -42,46 +45,151 @@ std::string context_key(const json& r, const char* key) {
 
 bool measured(const pair_row& r) { return !r.base.empty() && !r.candidate.empty(); }
 
-// One profile's reports on one side, pooled: each report's processes keep their own ids.
+// One workload's reports on one side, pooled: each report's processes keep their own ids.
 struct side_profile {
   const json* first = nullptr;  // name, hash, context and the resolved profile come from it
-  std::string measurement;
-  int world = 1;
+  workload_identity identity;
+  std::string key;  // identity.key()
   std::vector<double> windows;
   std::vector<int> process;
+  std::vector<double> process_time;  // by process: when it measured (Unix seconds); NaN when unknown
   std::size_t reports = 0;
   bool any_window = false;
 };
 
-bool same_identity(const side_profile& a, const json& r) {
-  return a.first->at("profile").at("hash") == r.at("profile").at("hash") && a.measurement == measurement_of(r) &&
-         a.world == world_size_of(r);
+// "2026-12-04T10:00:00Z" as Unix seconds; NaN otherwise.
+double unix_seconds(const std::string& iso) {
+  std::tm tm{};
+  char z = 0;
+  if (std::sscanf(iso.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &z) != 7 ||
+      z != 'Z')
+    return std::nan("");
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm));
 }
+
+// When a report's process measured: its own measured_from_unix_s, else the report's date (a report
+// from before the field is one block of time); NaN when neither is there.
+double process_time_of(const json& r, int process) {
+  const json& procs = r.at("results").value("processes", json(nullptr));
+  if (procs.is_object() && procs.contains("per_process") && procs["per_process"].is_array() &&
+      static_cast<std::size_t>(process) < procs["per_process"].size()) {
+    const json& p = procs["per_process"][static_cast<std::size_t>(process)];
+    if (p.is_object() && p.contains("measured_from_unix_s") && p["measured_from_unix_s"].is_number())
+      return p["measured_from_unix_s"].get<double>();
+  }
+  const json& c = r.value("context", json::object());
+  if (c.is_object() && c.contains("date") && c["date"].is_string()) return unix_seconds(c["date"].get<std::string>());
+  return std::nan("");
+}
+
+std::string hash_of(const json& r) { return r.at("profile").at("hash").get<std::string>(); }
 
 void add_report(side_profile& s, const json& r) {
   int next = 0;
   for (int id : s.process) next = std::max(next, id + 1);
   for (const auto& w : r.at("results").at("repeats")) {
     s.windows.push_back(w.at("samples_per_s").get<double>());
-    s.process.push_back(next + w.value("process", 0));
+    const int p = w.value("process", 0);
+    s.process.push_back(next + p);
+    if (s.process_time.size() <= static_cast<std::size_t>(next + p)) s.process_time.resize(next + p + 1, std::nan(""));
+    s.process_time[static_cast<std::size_t>(next + p)] = process_time_of(r, p);
   }
   ++s.reports;
 }
 
-// A side's reports grouped by what they measured: several reports of one profile (runs of it,
-// one process or more each) are one sample of processes.
+// How the two sides' processes were arranged in time. Sorted by when each measured, one side's
+// consecutive processes form a run (they share the machine's state of that time): every run a
+// single process is the README's interleaved recipe and the process level holds; otherwise each
+// run is one observation (evidence_level::run): "apart" when each side is one run, "runs" when
+// runs of several processes alternate. "unknown" when a report does not say when it measured.
+void arrange(pair_row& row, const side_profile& b, const side_profile& c) {
+  struct at {
+    double t;
+    int side, process;
+  };
+  std::vector<at> all;
+  for (int side = 0; side < 2; ++side) {
+    const side_profile& s = side == 0 ? b : c;
+    for (int id : std::set<int>(s.process.begin(), s.process.end())) {
+      const double t = static_cast<std::size_t>(id) < s.process_time.size() ? s.process_time[id] : std::nan("");
+      if (!std::isfinite(t)) {
+        row.arrangement = "unknown";
+        return;
+      }
+      all.push_back({t, side, id});
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const at& x, const at& y) { return x.t < y.t; });
+  std::map<std::pair<int, int>, int> run_of;
+  int run = -1, last_side = -1;
+  bool single = true;
+  std::size_t size = 0;
+  for (const auto& a : all) {
+    if (a.side != last_side) {
+      ++run;
+      last_side = a.side;
+      size = 0;
+    }
+    single = single && ++size == 1;
+    run_of[{a.side, a.process}] = run;
+  }
+  if (single) {
+    row.arrangement = "interleaved";
+    return;
+  }
+  row.arrangement = run == 1 ? "apart" : "runs";
+  row.level = evidence_level::run;
+  for (int p : row.base_process) row.base_run.push_back(run_of.at({0, p}));
+  for (int p : row.candidate_process) row.candidate_run.push_back(run_of.at({1, p}));
+}
+
+std::size_t runs_in(const std::vector<int>& run) { return std::set<int>(run.begin(), run.end()).size(); }
+
+// What a row tested at the run level says about the arrangement, after its verdict.
+void explain_arrangement(pair_row& r) {
+  if (r.level != evidence_level::run) return;
+  const std::size_t n = runs_in(r.base_run), m = runs_in(r.candidate_run);
+  const std::size_t bp = group_by_process(r.base, r.base_process).size(),
+                    cp = group_by_process(r.candidate, r.candidate_process).size();
+  const std::string how = "the base's " + std::to_string(bp) + " process" + (bp == 1 ? "" : "es") + " and the " +
+                          "candidate's " + std::to_string(cp) + " were measured " +
+                          (r.arrangement == "apart" ? "apart, one run a side"
+                                                    : "in alternating runs (" + std::to_string(n) + " vs " +
+                                                          std::to_string(m) + ")") +
+                          ", and the processes of one run share its level (the machine's state at that time)";
+  if (n < 2 || n + m < 3) {
+    r.result = verdict::ambiguous;
+    r.to_decide.reset();
+    r.reason = "the process level cannot decide it: " + how +
+               "; interleave the two sides process by process (the README's recipe), or measure several runs a "
+               "side, alternating (each side's runs then count, at least 2 a side)";
+    return;
+  }
+  r.reason += " (tested across runs: " + how + ")";
+}
+
+// A side's reports grouped by what they measured (identity_of): several reports of one workload
+// (runs of it, one process or more each) are one sample of processes.
 std::vector<side_profile> pool_side(const std::vector<json>& reports, const char* side,
                                     std::vector<std::string>& warnings) {
   std::vector<side_profile> out;
   for (const auto& r : reports) {
     warn_partial(r, side, warnings);
-    auto it = std::find_if(out.begin(), out.end(), [&](const side_profile& s) { return same_identity(s, r); });
+    const workload_identity id = identity_of(r);
+    const std::string key = id.key();
+    auto it = std::find_if(out.begin(), out.end(), [&](const side_profile& s) { return s.key == key; });
     if (it == out.end()) {
       side_profile s;
       s.first = &r;
-      s.measurement = measurement_of(r);
-      s.world = world_size_of(r);
+      s.identity = id;
+      s.key = key;
       it = out.insert(out.end(), s);
+    } else if (hash_of(r) != hash_of(*it->first)) {
+      warnings.push_back("'" + name_of(r) + "' pooled with '" + name_of(*it->first) + "' on the " + side +
+                         " side: the same workload, measured with another plan or under another name");
     }
     add_report(*it, r);
   }
@@ -94,33 +202,40 @@ std::vector<side_profile> pool_side(const std::vector<json>& reports, const char
   return out;
 }
 
-// The candidate that measures the same thing as b: the same profile hash, else the same name
-// and workload (the profiles differ only in report path or measure counts); either way the same
-// kind of measurement (run, bench-data, ...) at the same world size.
+// The candidate that measures the same thing as b: the same identity_of key (the workload's
+// non-default keys, the kind of measurement, the world size); of several, the same full profile
+// hash first, then the same name.
 std::optional<std::size_t> match_of(const side_profile& b, const std::vector<side_profile>& candidate,
                                     const std::vector<bool>& used, std::string& how) {
-  const auto same_kind = [&](const side_profile& c) { return c.measurement == b.measurement && c.world == b.world; };
-  how = "hash";
-  for (std::size_t i = 0; i < candidate.size(); ++i)
-    if (!used[i] && same_kind(candidate[i]) &&
-        candidate[i].first->at("profile").at("hash") == b.first->at("profile").at("hash"))
+  std::optional<std::size_t> by_name, any;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    if (used[i] || candidate[i].key != b.key) continue;
+    if (hash_of(*candidate[i].first) == hash_of(*b.first)) {
+      how = "hash";
       return i;
-  how = "name";
-  for (std::size_t i = 0; i < candidate.size(); ++i)
-    if (!used[i] && same_kind(candidate[i]) && name_of(*candidate[i].first) == name_of(*b.first) &&
-        candidate[i].first->at("profile").value("workload_hash", "") ==
-            b.first->at("profile").value("workload_hash", ""))
-      return i;
-  return std::nullopt;
+    }
+    if (!by_name && name_of(*candidate[i].first) == name_of(*b.first)) by_name = i;
+    if (!any) any = i;
+  }
+  how = "workload";
+  return by_name ? by_name : any;
 }
 
 pair_row row_of(const side_profile& b, const side_profile& c, const std::string& how, evidence_level level,
                 std::vector<std::string>& warnings) {
   const json& br = *b.first;
   const json& cr = *c.first;
-  if (how == "name")
-    warnings.push_back("'" + name_of(br) +
-                       "': profile hashes differ only in report path or measure counts; matched by name");
+  if (how == "workload") {
+    const auto diffs =
+        profile_differences(br.at("profile").value("resolved", ""), cr.at("profile").value("resolved", ""));
+    std::string shown;
+    for (std::size_t i = 0; i < diffs.size() && i < 6; ++i) shown += (i ? "; " : "") + diffs[i];
+    if (diffs.size() > 6) shown += "; and " + std::to_string(diffs.size() - 6) + " more";
+    warnings.push_back("'" + name_of(br) + "'" + (name_of(cr) != name_of(br) ? " vs '" + name_of(cr) + "'" : "") +
+                       ": the same workload, matched although the profiles differ" +
+                       (shown.empty() ? std::string(" (their hashes)") : " in " + shown) +
+                       " (names, descriptions, report paths and the measurement plan are not the workload)");
+  }
   for (const char* key : {"gpu", "driver", "libtorch", "build_type"}) {
     if (context_key(br, key) != context_key(cr, key))
       warnings.push_back("'" + name_of(br) + "': " + key + " differs: '" + context_key(br, key) + "' vs '" +
@@ -140,8 +255,10 @@ pair_row row_of(const side_profile& b, const side_profile& c, const std::string&
 // What else tells two same-name profiles apart beyond their resolved YAML.
 std::vector<std::string> identity_differences(const side_profile& b, const side_profile& c) {
   std::vector<std::string> out;
-  if (b.measurement != c.measurement) out.push_back("measured: " + b.measurement + " vs " + c.measurement);
-  if (b.world != c.world) out.push_back("world size: " + std::to_string(b.world) + " vs " + std::to_string(c.world));
+  const workload_identity &x = b.identity, &y = c.identity;
+  if (x.measurement != y.measurement) out.push_back("measured: " + x.measurement + " vs " + y.measurement);
+  if (x.world_size != y.world_size)
+    out.push_back("world size: " + std::to_string(x.world_size) + " vs " + std::to_string(y.world_size));
   return out;
 }
 
@@ -160,8 +277,16 @@ std::vector<unmatched_pair> same_name_pairs(const std::vector<side_profile>& bas
     unmatched_pair u;
     u.name = name;
     u.differences = identity_differences(b, c);
-    const auto yaml =
+    auto yaml =
         profile_differences(b.first->at("profile").value("resolved", ""), c.first->at("profile").value("resolved", ""));
+    // What tells the two apart: the workload keys; the plan's keys would only distract.
+    yaml.erase(std::remove_if(yaml.begin(), yaml.end(),
+                              [](const std::string& d) {
+                                for (const auto& k : non_workload_keys())
+                                  if (d.rfind(k + ":", 0) == 0 || d.rfind(k + ".", 0) == 0) return true;
+                                return false;
+                              }),
+               yaml.end());
     u.differences.insert(u.differences.end(), yaml.begin(), yaml.end());
     out.push_back(u);
   }
@@ -183,6 +308,7 @@ void decide_rows(comparison& c) {
   double log_sum = 0;
   for (auto* r : family) {
     *r = decide(*r, c.threshold_pct, c.alpha);
+    explain_arrangement(*r);
     log_sum += std::log(r->candidate_median / r->base_median);
   }
   if (!family.empty()) c.geomean_ratio = std::exp(log_sum / static_cast<double>(family.size()));
@@ -190,22 +316,7 @@ void decide_rows(comparison& c) {
 
 }  // namespace
 
-std::string measurement_of(const json& report) {
-  if (report.contains("measurement")) return report["measurement"].get<std::string>();
-  // Reports from before the field: bench-data's had no model.
-  const json& model = report.value("model", json::object());
-  return model.is_object() && model.value("parameters", 1) == 0 ? "bench-data" : "run";
-}
-
 bool is_run_report(const json& j) { return j.is_object() && (j.contains("schema_version") || j.contains("results")); }
-
-// The ranks whose samples the report's windows hold: a data-parallel run whose ranks could not
-// be gathered (it failed or was interrupted) measured one rank, whatever its world size.
-int world_size_of(const json& report) {
-  const json& d = report.at("results").value("distributed", json(nullptr));
-  if (!d.is_object()) return 1;
-  return d.value("ranks_in_results", d.value("world_size", 1));
-}
 
 comparison compare_reports(const std::vector<json>& base_reports, const std::vector<json>& candidate_reports,
                            const compare_options& options) {
@@ -227,6 +338,10 @@ comparison compare_reports(const std::vector<json>& base_reports, const std::vec
     used[*hit] = true;
     const side_profile& c = candidate[*hit];
     pair_row row = row_of(b, c, how, options.level, out.warnings);
+    if (options.level == evidence_level::process)
+      arrange(row, b, c);
+    else
+      row.arrangement = "not checked";
     if (measured(row)) {
       row = measure_pair(row, options.alpha);
     } else {
@@ -351,7 +466,7 @@ json comparison_json(const comparison& c) {
             {"geomean_ratio", c.geomean_ratio ? json(*c.geomean_ratio) : json(nullptr)}};
   for (const auto& r : c.rows) {
     const bool m = measured(r);
-    const bool by_process = r.level == evidence_level::process;
+    const bool by_process = r.level == evidence_level::process, by_run = r.level == evidence_level::run;
     const json to_decide = r.to_decide ? json(*r.to_decide) : json(nullptr);
     j["rows"].push_back({{"name", r.name},
                          {"match", r.match},
@@ -372,7 +487,11 @@ json comparison_json(const comparison& c) {
                          {"verdict", to_string(r.result)},
                          {"reason", r.reason},
                          {"processes_to_decide", by_process ? to_decide : json(nullptr)},
-                         {"windows_to_decide", by_process ? json(nullptr) : to_decide}});
+                         {"windows_to_decide", r.level == evidence_level::window ? to_decide : json(nullptr)},
+                         {"arrangement", r.arrangement.empty() ? "unknown" : r.arrangement},
+                         {"base_runs", by_run ? json(runs_in(r.base_run)) : json(nullptr)},
+                         {"candidate_runs", by_run ? json(runs_in(r.candidate_run)) : json(nullptr)},
+                         {"runs_to_decide", by_run ? to_decide : json(nullptr)}});
   }
   for (const auto& u : c.unmatched) j["unmatched"].push_back({{"name", u.name}, {"differences", u.differences}});
   return j;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainbench/measure/rank_test.hpp"
+#include "trainbench/report/identity.hpp"
 #include "trainbench/report/verdict.hpp"
 
 namespace trainbench {
@@ -24,7 +25,7 @@ struct compare_request {
   std::string format = "text";
 };
 
-// A profile on both sides under the same name whose resolved profiles differ: not compared.
+// A profile on both sides under the same name whose workloads differ: not compared.
 struct unmatched_pair {
   std::string name;
   std::vector<std::string> differences;  // "train.batch_size: 32 vs 64"
@@ -42,18 +43,15 @@ struct comparison {
   std::size_t family_size = 0;  // rows the correction ran over
 };
 
-// Several reports of one profile on a side (the same hash, measurement and world size) are
-// pooled: each keeps its processes, so ten one-process runs are ten processes.
+// Several reports of one workload on a side (the same identity_of key: workload, measurement and
+// world size) are pooled: each keeps its processes, so ten one-process runs are ten processes.
+// A base and a candidate are matched by that key too, whatever their names, descriptions, report
+// paths and measurement plans (measure.processes, windows, warmup).
 comparison compare_reports(const std::vector<nlohmann::json>& base, const std::vector<nlohmann::json>& candidate,
                            const compare_options& options);
-// What a report measured: "run", "bench-data", "bottleneck-loop" or "bottleneck-ceiling"
-// (reports before the field: "bench-data" when they had no model, else "run").
-std::string measurement_of(const nlohmann::json& report);
 // Whether a JSON document is a run report (a folder of reports may hold other JSON:
 // bottleneck.json, a ladder's table). compare and history read folders by this one rule.
 bool is_run_report(const nlohmann::json& j);
-// The data-parallel job's world size, 1 for a one-process run.
-int world_size_of(const nlohmann::json& report);
 // Reads one report or every *.json run report in a folder; throws input_error on unreadable
 // files or a schema version this tool does not know. In a folder, JSON files that are not run
 // reports (bottleneck.json) are left out and named in `skipped` when given.

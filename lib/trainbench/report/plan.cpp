@@ -11,6 +11,7 @@
 #include "trainbench/measure/rank_test.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/report/compare.hpp"
+#include "trainbench/report/identity.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -192,9 +193,10 @@ int plan_command(const plan_request& req) {
   if (req.alpha <= 0 || req.alpha >= 1) throw input_error("--alpha must be in (0, 1)");
   const double budget = parse_duration(req.budget, "--budget");
   const auto reports = read_reports(req.report);
+  // One workload (identity_of: a renamed profile, or one measured with another plan, is the same).
+  const std::string key = identity_of(reports.front()).key();
   for (const auto& r : reports)
-    if (r.at("profile").at("hash") != reports.front().at("profile").at("hash") ||
-        measurement_of(r) != measurement_of(reports.front()))
+    if (identity_of(r).key() != key)
       throw input_error("plan: '" + req.report + "' holds reports of more than one profile ('" +
                         reports.front().at("profile").value("name", "?") + "' and '" +
                         r.at("profile").value("name", "?") + "'); give the reports of one");

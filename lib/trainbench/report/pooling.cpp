@@ -246,7 +246,9 @@ json run_result_to_json(const run_result& r) {
   for (const auto& [name, values] : r.stages_s) stages[name] = values;
   const auto& t = r.telemetry;
   json processes = json::array();
-  for (const auto& c : r.processes) processes.push_back({opt(c.to_first_window_s), opt(c.build_s), opt(c.warmup_s)});
+  for (const auto& c : r.processes)
+    processes.push_back({opt(c.to_first_window_s), opt(c.build_s), opt(c.warmup_s), opt(c.measured_from_unix_s),
+                         opt(c.measured_to_unix_s)});
   return {{"windows", windows_json(r.windows)},
           {"processes", processes},
           {"stages_s", stages},
@@ -284,7 +286,9 @@ run_result run_result_from_json(const json& j) {
     return v.is_null() ? std::optional<double>() : std::optional<double>(v.get<double>());
   };
   for (const auto& c : j.at("processes"))
-    r.processes.push_back({number_or_null(c.at(0)), number_or_null(c.at(1)), number_or_null(c.at(2))});
+    r.processes.push_back({number_or_null(c.at(0)), number_or_null(c.at(1)), number_or_null(c.at(2)),
+                           c.size() > 3 ? number_or_null(c.at(3)) : std::nullopt,  // state files before the times
+                           c.size() > 4 ? number_or_null(c.at(4)) : std::nullopt});
   for (const auto& [name, values] : j.at("stages_s").items()) r.stages_s[name] = values.get<std::vector<double>>();
   r.overlap_shares = j.at("overlap_shares").get<std::vector<double>>();
   r.stages_overlap_s = j.at("stages_overlap_s").get<std::vector<double>>();

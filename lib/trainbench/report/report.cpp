@@ -205,7 +205,9 @@ json processes_json(const run_result& r) {
                            {"samples_per_s_median", windows.empty() ? json(nullptr) : json(medians.back())},
                            {"before_first_window_s", opt(c.to_first_window_s)},
                            {"build_s", opt(c.build_s)},
-                           {"warmup_s", opt(c.warmup_s)}});
+                           {"warmup_s", opt(c.warmup_s)},
+                           {"measured_from_unix_s", opt(c.measured_from_unix_s)},
+                           {"measured_to_unix_s", opt(c.measured_to_unix_s)}});
     keep(first_window, c.to_first_window_s);
     keep(build, c.build_s);
     keep(warmup, c.warmup_s);

@@ -22,6 +22,9 @@ struct process_cost {
   std::optional<double> to_first_window_s;  // from the process's start (exec) to its first measured window
   std::optional<double> build_s;            // the pipeline: model, data index, buffers, threads, device
   std::optional<double> warmup_s;           // warmup batches, a CUDA graph's capture, window calibration
+  // When the process measured (wall clock, Unix seconds): its first window's start and its last
+  // window's end. compare tells from them whether two sides were interleaved or measured apart.
+  std::optional<double> measured_from_unix_s, measured_to_unix_s;
 };
 
 struct memory_result {

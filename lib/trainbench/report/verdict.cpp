@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/measure/t_test.hpp"
 #include "trainbench/measure/variance.hpp"
 #include "trainbench/util/error.hpp"
 
@@ -25,9 +26,23 @@ const char* to_string(verdict v) {
   return "?";
 }
 
-const char* to_string(evidence_level l) { return l == evidence_level::process ? "process" : "window"; }
+const char* to_string(evidence_level l) {
+  switch (l) {
+    case evidence_level::process:
+      return "process";
+    case evidence_level::window:
+      return "window";
+    case evidence_level::run:
+      return "run";
+  }
+  return "?";
+}
 
 std::string level_assumption(evidence_level l) {
+  if (l == evidence_level::run)
+    return "tested across runs: each run (processes measured together at one time) is one observation, its "
+           "processes' median medians on the log scale, Student's t between the sides (with one candidate run, its "
+           "prediction interval among the baseline's runs), so the machine's drift between runs is part of the test";
   if (l == evidence_level::process)
     return "tested across processes: each process's median window is one observation, so the noise between "
            "processes (memory layout, thread placement, kernels chosen, clocks) is part of the test";
@@ -36,7 +51,9 @@ std::string level_assumption(evidence_level l) {
          "FASTER far more often than alpha";
 }
 
-const char* unit_name(const pair_row& row) { return row.level == evidence_level::process ? "processes" : "windows"; }
+const char* unit_name(const pair_row& row) {
+  return row.level == evidence_level::process ? "processes" : row.level == evidence_level::run ? "runs" : "windows";
+}
 
 std::string format_alpha(double alpha) {
   char buf[32];
@@ -95,6 +112,7 @@ std::optional<std::size_t> units_to_decide(const pair_row& r, double threshold_p
   if (per_side > 100000) return std::nullopt;
   std::size_t need = static_cast<std::size_t>(std::ceil(per_side));
   need = std::max(need, std::max(r.base_units.size(), r.candidate_units.size()) + 1);
+  if (r.level == evidence_level::run) return need;  // Student's t reaches any level with 2 runs a side
   if (const auto reach = windows_to_reach(alpha / static_cast<double>(r.family_size)))
     need = std::max(need, reach->per_side);
   return need;
@@ -111,17 +129,91 @@ std::string decide_words(const pair_row& r) {
 namespace {
 
 std::vector<double> units_of(const std::vector<double>& windows, const std::vector<int>& process,
-                             evidence_level level) {
+                             const std::vector<int>& run, evidence_level level) {
   if (level == evidence_level::window) return windows;
-  return process_medians(group_by_process(windows, process));
+  if (level == evidence_level::process) return process_medians(group_by_process(windows, process));
+  // A run's summary: the median of its processes' medians.
+  TB_ASSERT(run.size() == windows.size(), "the run level needs the run of every window");
+  std::vector<int> runs(run);
+  std::sort(runs.begin(), runs.end());
+  runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+  std::vector<double> out;
+  for (int id : runs) {
+    std::vector<double> w;
+    std::vector<int> p;
+    for (std::size_t i = 0; i < windows.size(); ++i)
+      if (run[i] == id) {
+        w.push_back(windows[i]);
+        p.push_back(process.empty() ? 0 : process[i]);
+      }
+    out.push_back(quantile(process_medians(group_by_process(w, p)), 0.5));
+  }
+  return out;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double sd_of(const std::vector<double>& v, double mean) {
+  if (v.size() < 2) return 0;
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
+// Student's t quantile: the t whose two-sided p is `p` (bisection on the distribution).
+double t_quantile_two_sided(double p, double df) {
+  double lo = 0, hi = 1e6;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_two_sided_p(mid, df) > p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+// The run level: Student's t (pooled sd) between the logs of the sides' run summaries; with one
+// candidate run, the prediction interval of a new run among the baseline's runs.
+void run_level_test(pair_row& row, double alpha) {
+  std::vector<double> lb, lc;
+  for (double v : row.base_units) lb.push_back(std::log(v));
+  for (double v : row.candidate_units) lc.push_back(std::log(v));
+  const std::size_t n = lb.size(), m = lc.size();
+  row.test = mann_whitney{};
+  row.interval.reset();
+  const double mb = mean_of(lb), mc = mean_of(lc);
+  row.change_pct = 100.0 * std::expm1(mc - mb);
+  if (n + m < 3 || n < 2) return;  // no spread to test against: p stays 1
+  const t_test t = pooled_t_test(mc, sd_of(lc, mc), m, mb, sd_of(lb, mb), n);
+  row.test.p = t.p;
+  const double df = static_cast<double>(n + m - 2);
+  const double pooled_sd = std::sqrt(((n - 1) * std::pow(sd_of(lb, mb), 2) + (m > 1 ? (m - 1) * std::pow(sd_of(lc, mc), 2) : 0.0)) / df);
+  const double half = t_quantile_two_sided(alpha, df) * pooled_sd * std::sqrt(1.0 / n + 1.0 / m);
+  change_interval i;
+  i.confidence = 1.0 - alpha;
+  i.estimate_pct = row.change_pct;
+  i.low_pct = 100.0 * std::expm1(mc - mb - half);
+  i.high_pct = 100.0 * std::expm1(mc - mb + half);
+  row.interval = i;
 }
 
 }  // namespace
 
 pair_row measure_pair(pair_row row, double alpha) {
   TB_ASSERT(!row.base.empty() && !row.candidate.empty(), "a pair without windows on both sides");
-  row.base_units = units_of(row.base, row.base_process, row.level);
-  row.candidate_units = units_of(row.candidate, row.candidate_process, row.level);
+  row.base_units = units_of(row.base, row.base_process, row.base_run, row.level);
+  row.candidate_units = units_of(row.candidate, row.candidate_process, row.candidate_run, row.level);
+  if (row.level == evidence_level::run) {
+    row.base_median = quantile(row.base_units, 0.5);
+    row.candidate_median = quantile(row.candidate_units, 0.5);
+    row.p_adjusted = 1;
+    row.family_size = 1;
+    run_level_test(row, alpha);
+    row.p_adjusted = row.test.p;
+    return row;
+  }
   row.base_median = quantile(row.base_units, 0.5);
   row.candidate_median = quantile(row.candidate_units, 0.5);
   row.change_pct = 100.0 * (row.candidate_median / row.base_median - 1.0);
@@ -137,6 +229,14 @@ namespace {
 // No outcome of n against m processes (windows) reaches alpha: say how many would.
 bool too_few_units(pair_row& row, double alpha) {
   const std::size_t n = row.base_units.size(), m = row.candidate_units.size();
+  if (row.level == evidence_level::run) {
+    if (n >= 2) return false;
+    row.result = verdict::ambiguous;
+    row.reason = "too few runs (" + std::to_string(n) + " vs " + std::to_string(m) +
+                 "): the spread between runs is unknown with one baseline run, so no test at the run level can decide "
+                 "it; the processes of one run share its level and cannot stand in for runs";
+    return true;
+  }
   if (smallest_p(n, m) < alpha) return false;
   row.result = verdict::ambiguous;
   row.reason = std::string("too few ") + unit_name(row) + " (" + std::to_string(n) + " vs " + std::to_string(m) +
@@ -163,7 +263,9 @@ std::string undecided_words(const pair_row& row, double threshold_pct, double al
     return "p = " + format_p(row.test.p, alpha) + " < " + a + ", but " + format_p(row.p_adjusted, alpha) + " >= " + a +
            " after Holm's correction over " + std::to_string(row.family_size) + " profiles";
   const double noise_pct = 100.0 * std::max(summarize(row.base_units).cv, summarize(row.candidate_units).cv);
-  const char* noise = row.level == evidence_level::process ? ", process medians' cv %.2g%%)" : ", noise cv %.2g%%)";
+  const char* noise = row.level == evidence_level::process ? ", process medians' cv %.2g%%)"
+                      : row.level == evidence_level::run   ? ", run medians' cv %.2g%%)"
+                                                           : ", noise cv %.2g%%)";
   return "the " + interval_words(*row.interval) + " reaches beyond " + threshold_text(threshold_pct) +
          " (p = " + format_p(row.test.p, alpha) + printf_string(noise, noise_pct);
 }
@@ -213,7 +315,9 @@ std::optional<std::string> family_warning(const std::vector<const pair_row*>& ro
   if (rows.size() < 2) return std::nullopt;
   const double first_step = alpha / static_cast<double>(rows.size());
   double best = 1;
-  for (const auto* r : rows) best = std::min(best, smallest_p(r->base_units.size(), r->candidate_units.size()));
+  for (const auto* r : rows)  // Student's t at the run level has no smallest p
+    best = std::min(best, r->level == evidence_level::run ? 0.0
+                                                          : smallest_p(r->base_units.size(), r->candidate_units.size()));
   if (best < first_step) return std::nullopt;
   const std::string unit = unit_name(*rows.front());
   std::string out = "with " + std::to_string(rows.size()) + " profiles, Holm's correction needs the smallest p below " +

@@ -21,8 +21,13 @@ namespace trainbench {
 enum class verdict { faster, slower, same, ambiguous };
 const char* to_string(verdict v);
 
-enum class evidence_level { process, window };
-const char* to_string(evidence_level l);  // "process", "window"
+// run: each run (one side's processes measured together at one time: a report's, or a block of
+// one side's processes between the other side's) is one observation, summarised by the median of
+// its processes' medians; the test is Student's t on the logs of those summaries, which with one
+// candidate run is the prediction interval of a new run among the baseline's. Processes of one
+// run share its level (the machine's hour), which no count of them can see.
+enum class evidence_level { process, window, run };
+const char* to_string(evidence_level l);  // "process", "window", "run"
 // What a test at this level assumes, for the rows and reports that show it.
 std::string level_assumption(evidence_level l);
 
@@ -31,7 +36,12 @@ struct pair_row {
   std::vector<double> base, candidate;  // samples/s per window
   // The process each window came from (parallel to base / candidate; empty: all from one).
   std::vector<int> base_process, candidate_process;
+  // The run each window came from (parallel to base / candidate), at the run level.
+  std::vector<int> base_run, candidate_run;
   evidence_level level = evidence_level::process;
+  // How the two sides were arranged in time (compare): "interleaved", "apart", "runs"
+  // (alternating runs of several processes), "unknown" (the reports do not say); "" elsewhere.
+  std::string arrangement;
   // What the test ranks (set by measure_pair): each process's median window, or the windows.
   std::vector<double> base_units, candidate_units;
   double base_median = 0, candidate_median = 0, change_pct = 0;  // medians of the units
@@ -46,7 +56,7 @@ struct pair_row {
   std::optional<std::size_t> to_decide;
 };
 
-// "processes" or "windows": what the row's counts count.
+// "processes", "windows" or "runs": what the row's counts count.
 const char* unit_name(const pair_row& row);
 
 // The medians, change, test and interval of a row whose base and candidate are set.
