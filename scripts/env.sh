@@ -3,6 +3,7 @@
 TORCH_VERSION_PIN="2.11.0"
 TORCHVISION_VERSION_PIN="0.26.0"
 NVJPEG_VERSION_PIN="13.0.1.86"  # what torch's cuda-toolkit==13.0.2 pin resolves nvjpeg to
+CUDNN_FRONTEND_VERSION_PIN="1.32.0"  # header-only C++ graph API for backend.compile's fused batch norm
 TRAINBENCH_VENV="${TRAINBENCH_VENV:-$HOME/.cache/trainbench/venv-torch-$TORCH_VERSION_PIN}"
 TRAINBENCH_PYTHON="$TRAINBENCH_VENV/bin/python"
 # apache-otava for scripts/otava-crosscheck.py, in a small environment of its own: it pins a

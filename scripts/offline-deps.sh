@@ -64,6 +64,15 @@ if [ -n "$nvjpeg" ] && [ -f "$nvjpeg" ]; then
 else
   echo "offline-deps.sh: no libnvjpeg.so.13 in the venv (scripts/setup.sh installs it): device decoding will fall back to the host" >&2
 fi
+# The cuDNN frontend's headers for the build route (backend.compile's fused batch norm); the
+# prebuilt binaries have them compiled in.
+fe_include=$("$TRAINBENCH_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/include
+if [ -f "$fe_include/cudnn_frontend.h" ]; then
+  mkdir -p "$dir/prefix/usr/include"
+  cp -r "$fe_include"/cudnn_frontend* "$fe_include"/cudnn_backend_base.h "$dir/prefix/usr/include/"
+else
+  echo "offline-deps.sh: no cudnn_frontend.h in the venv (scripts/setup.sh installs it): the fused batch norm will be off in the build route" >&2
+fi
 echo "offline dependencies in $dir ($(du -sh "$dir" | cut -f1), .debs $(du -sh "$dir/debs" | cut -f1)):"
 echo "packages: ${dev[*]} ${runtime[*]}"
 if [ "$prebuilt" = 1 ]; then

@@ -63,6 +63,16 @@ else
   "$TRAINBENCH_PYTHON" -m pip install --quiet "nvidia-nvjpeg==$NVJPEG_VERSION_PIN"
 fi
 
+# backend.compile's fused batch norm compiles against the cuDNN frontend's header-only C++ API
+# (<site-packages>/include/cudnn_frontend.h). --no-deps: only the headers are used; the cuDNN it
+# calls is the one torch already runs with.
+if "$TRAINBENCH_PYTHON" -m pip show nvidia-cudnn-frontend 2>/dev/null | grep -qx "Version: $CUDNN_FRONTEND_VERSION_PIN"; then
+  step "cudnn-frontend: present"
+else
+  step "cudnn-frontend: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION_PIN into $TRAINBENCH_VENV"
+  "$TRAINBENCH_PYTHON" -m pip install --quiet --no-deps "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION_PIN"
+fi
+
 # scripts/otava-crosscheck.py (a ctest test): apache-otava's change points beside trainbench's.
 # --no-deps: its other dependencies (BigQuery, Slack, Graphite clients) serve its own command
 # line; the analysis module it is checked against imports only NumPy and SciPy.

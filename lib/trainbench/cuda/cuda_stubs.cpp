@@ -1,5 +1,6 @@
 // Built only when LibTorch has no CUDA: every entry point says so.
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/util/error.hpp"
 
@@ -23,6 +24,14 @@ cuda_versions cuda_library_versions() { return {}; }
 std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_options&, std::string& why) {
   why = "this trainbench was built against a LibTorch without CUDA";
   return nullptr;
+}
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
+  const char* why = "this trainbench was built against a LibTorch without CUDA";
+  return {false, false, why, why};
+}
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, bool, bool) { no_cuda(); }
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&) {
+  no_cuda();
 }
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,
                                                     std::chrono::milliseconds) {

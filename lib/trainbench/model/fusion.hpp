@@ -1,7 +1,8 @@
 #pragma once
 // backend.compile's model half: batch norm with ReLU, and batch norm with the residual add and
 // ReLU, each run as one op forward and backward. The step asks for it once, when the pipeline is
-// built; the model then runs the chosen ops and never branches on the switch again.
+// built; the model then runs the chosen ops (model/batch_norm_op.hpp) and never branches on the
+// switch again.
 #include <c10/core/Device.h>
 
 #include <string>
@@ -13,9 +14,12 @@
 namespace trainbench {
 
 struct fusion_request {
-  c10::Device device = c10::kCPU;
-  amp_mode amp = amp_mode::off;
-  bool channels_last = false;
+  c10::Device device = c10::kCPU;  // where the model and its batches are
+  amp_mode amp = amp_mode::off;    // the batch norms' input dtype: fp16, bf16, or the model's
+  bool channels_last = false;      // the cuDNN fusions run NHWC only
+  // On the CPU, run the fusions through the reference ops (plain ATen, the arithmetic the fused
+  // kernels must match) instead of leaving the unfused ops: for tests of the seam.
+  bool cpu_reference = false;
 };
 
 struct fusion_outcome {
@@ -23,9 +27,15 @@ struct fusion_outcome {
   std::vector<std::string> ineffective;  // "<fusion>: <why it cannot run here>", for its notes
 };
 
+// The fusions by name, as `applied` and `ineffective` start.
+inline constexpr const char* fusion_bn_relu = "batch norm + ReLU";
+inline constexpr const char* fusion_bn_add_relu = "batch norm + add + ReLU";
+
 // Switches the model's batch norms (with their ReLU, and with the residual add) to fused ops
-// where this device and dtype have them. Where a fusion cannot run, the model keeps the unfused
-// ops and `ineffective` says why.
+// where this device and dtype have them. On a GPU each fusion is first built, run once on a small
+// problem and held against the reference; a fusion that cannot be built there or that differs
+// keeps the unfused ops, and `ineffective` says why. Call it after the model is on its device
+// and in its memory format, before the first step (and so before any CUDA graph capture).
 fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request);
 
 }  // namespace trainbench

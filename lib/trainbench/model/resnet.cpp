@@ -14,8 +14,8 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
 
-// In-place ReLU and residual add, as torchvision's blocks (ReLU(inplace=True), out += identity):
-// the same values, one allocation fewer each.
+// Batch norm with ReLU, and with the residual add and ReLU, through the model's batch_norm_ops:
+// by default torchvision's in-place ReLU and add (ReLU(inplace=True), out += identity).
 class basic_block_impl : public nn::Module {
  public:
   basic_block_impl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample_) {
@@ -26,11 +26,11 @@ class basic_block_impl : public nn::Module {
     if (downsample_) downsample = register_module("downsample", downsample_);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor y = bn1(conv1(x)).relu_();
-    y = bn2(conv2(y));
-    return y.add_(downsample ? downsample->forward(x) : x).relu_();
+    const torch::Tensor y = conv2(ops->bn_relu(*bn1, conv1(x)));
+    return ops->bn_add_relu(*bn2, y, downsample ? downsample->forward(x) : x);
   }
   nn::BatchNorm2d last_bn() const { return bn2; }
+  std::shared_ptr<batch_norm_ops> ops = unfused_batch_norm_ops();
 
  private:
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -55,12 +55,12 @@ class bottleneck_impl : public nn::Module {
     if (downsample_) downsample = register_module("downsample", downsample_);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor y = bn1(conv1(x)).relu_();
-    y = bn2(conv2(y)).relu_();
-    y = bn3(conv3(y));
-    return y.add_(downsample ? downsample->forward(x) : x).relu_();
+    torch::Tensor y = ops->bn_relu(*bn1, conv1(x));
+    y = conv3(ops->bn_relu(*bn2, conv2(y)));
+    return ops->bn_add_relu(*bn3, y, downsample ? downsample->forward(x) : x);
   }
   nn::BatchNorm2d last_bn() const { return bn3; }
+  std::shared_ptr<batch_norm_ops> ops = unfused_batch_norm_ops();
 
  private:
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
@@ -119,8 +119,17 @@ resnet_impl::resnet_impl(const resnet_spec& spec, int64_t num_classes, bool zero
   }
 }
 
+void resnet_impl::set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops) {
+  TB_ASSERT(ops != nullptr, "set_batch_norm_ops: no ops");
+  ops_ = ops;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* b = m->as<basic_block_impl>()) b->ops = ops;
+    if (auto* b = m->as<bottleneck_impl>()) b->ops = ops;
+  }
+}
+
 torch::Tensor resnet_impl::forward(const torch::Tensor& x) {
-  torch::Tensor y = bn1(conv1(x)).relu_();
+  torch::Tensor y = ops_->bn_relu(*bn1, conv1(x));
   y = torch::max_pool2d(y, 3, 2, 1);
   y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
   y = torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);

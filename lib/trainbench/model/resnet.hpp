@@ -8,8 +8,10 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <string>
 
+#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/resnet_spec.hpp"
 
 namespace trainbench {
@@ -20,8 +22,12 @@ class resnet_impl : public torch::nn::Module {
  public:
   resnet_impl(const resnet_spec& spec, int64_t num_classes, bool zero_init_residual);
   torch::Tensor forward(const torch::Tensor& x);
+  // Every block's "batch norm, ReLU" and "batch norm, add, ReLU" (and the stem's) run through
+  // `ops` from now on; the unfused ops until then.
+  void set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops);
 
  private:
+  std::shared_ptr<batch_norm_ops> ops_ = unfused_batch_norm_ops();
   torch::nn::Conv2d conv1{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};

@@ -1,0 +1,488 @@
+#include "trainbench/cuda/cudnn_batch_norm.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if TRAINBENCH_HAVE_CUDNN_FRONTEND
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cudnn/Handle.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+#include <torch/autograd.h>
+
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+#endif
+
+#if TRAINBENCH_HAVE_CUDNN_FRONTEND
+
+// The frontend is built with dynamic loading: it finds cuDNN's functions in this handle, the
+// libcudnn.so.9 torch has loaded already, so the binary itself needs no libcudnn at link or load time.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}
+
+namespace trainbench {
+namespace {
+namespace fe = cudnn_frontend;
+
+void load_cudnn() {
+  static const std::string failed = [] {
+    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW);
+    if (!h) return std::string("cannot load libcudnn.so.9: ") + dlerror();
+    fe::cudnn_dlhandle = h;
+    return std::string();
+  }();
+  if (!failed.empty()) throw std::runtime_error(failed);
+}
+using attr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+fe::DataType_t fe_type(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf:
+      return fe::DataType_t::HALF;
+    case at::kBFloat16:
+      return fe::DataType_t::BFLOAT16;
+    case at::kFloat:
+      return fe::DataType_t::FLOAT;
+    default:
+      throw std::runtime_error(std::string("no cuDNN fusion in ") + c10::toString(t));
+  }
+}
+
+void check(fe::error_t status, const char* what) {
+  if (status.is_bad()) throw std::runtime_error(std::string("cuDNN ") + what + ": " + status.get_message());
+}
+
+// One graph per problem: the handle is part of the key because a plan is executed with the handle
+// of the thread that runs it (the forward on the step's thread, the backward on autograd's).
+struct graph_key {
+  cudnnHandle_t handle;
+  at::ScalarType dtype;
+  bool add;
+  std::int64_t n, c, h, w;
+  double eps, momentum;
+  auto tied() const {
+    return std::make_tuple(reinterpret_cast<std::uintptr_t>(handle), dtype, add, n, c, h, w, eps, momentum);
+  }
+  bool operator<(const graph_key& o) const { return tied() < o.tied(); }
+};
+
+attr activation(fe::graph::Graph& g, const char* name, const graph_key& k, fe::DataType_t type) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim({k.n, k.c, k.h, k.w})
+                      .set_stride({k.c * k.h * k.w, 1, k.w * k.c, k.c})
+                      .set_data_type(type));
+}
+
+attr per_channel(fe::graph::Graph& g, const char* name, const graph_key& k) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim({1, k.c, 1, 1})
+                      .set_stride({k.c, 1, k.c, k.c})
+                      .set_data_type(fe::DataType_t::FLOAT));
+}
+
+void build(fe::graph::Graph& g, cudnnHandle_t handle) {
+  check(g.validate(), "validate");
+  check(g.build_operation_graph(handle), "build_operation_graph");
+  check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
+  check(g.check_support(handle), "check_support");
+  check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+}
+
+void start_graph(fe::graph::Graph& g, const graph_key& k) {
+  g.set_io_data_type(fe_type(k.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+}
+
+// BnAddRelu: y = relu(bn(x) [+ residual]), mask = y > 0 (a bit per element), the batch mean and
+// inverse standard deviation, and the next running statistics.
+struct forward_graph {
+  fe::graph::Graph graph;
+  attr x, scale, bias, residual, prev_mean, prev_var, y, mask, mean, inv_var, next_mean, next_var;
+  std::int64_t workspace = 0;
+};
+
+std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
+  auto f = std::make_unique<forward_graph>();
+  auto& g = f->graph;
+  start_graph(g, k);
+  const fe::DataType_t io = fe_type(k.dtype);
+  f->x = activation(g, "x", k, io);
+  f->scale = per_channel(g, "scale", k);
+  f->bias = per_channel(g, "bias", k);
+  f->prev_mean = per_channel(g, "running_mean", k);
+  f->prev_var = per_channel(g, "running_var", k);
+  attr eps = g.tensor(fe::graph::Tensor_attributes(static_cast<float>(k.eps)));
+  attr momentum = g.tensor(fe::graph::Tensor_attributes(static_cast<float>(k.momentum)));
+  auto options = fe::graph::Batchnorm_attributes().set_epsilon(eps).set_previous_running_stats(
+      f->prev_mean, f->prev_var, momentum);
+  auto [normed, mean, inv_var, next_mean, next_var] = g.batchnorm(f->x, f->scale, f->bias, options);
+  for (const attr& t : {mean, inv_var, next_mean, next_var}) t->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  f->mean = mean;
+  f->inv_var = inv_var;
+  f->next_mean = next_mean;
+  f->next_var = next_var;
+  attr pre = normed;
+  if (k.add) {
+    f->residual = activation(g, "residual", k, io);
+    pre = g.pointwise(normed, f->residual, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
+  }
+  f->y = g.pointwise(pre, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
+  f->y->set_output(true).set_data_type(io);
+  attr zero = g.tensor(fe::graph::Tensor_attributes(0.0f));
+  f->mask = g.pointwise(f->y, zero,
+                        fe::graph::Pointwise_attributes()
+                            .set_mode(fe::PointwiseMode_t::CMP_GT)
+                            .set_compute_data_type(fe::DataType_t::FLOAT));
+  f->mask->set_output(true).set_data_type(fe::DataType_t::BOOLEAN);
+  build(g, k.handle);
+  check(g.get_workspace_size(f->workspace), "get_workspace_size");
+  return f;
+}
+
+// DReluForkDBn: g = dy * mask (the residual's gradient, with add), then batch norm's backward.
+struct backward_graph {
+  fe::graph::Graph graph;
+  attr dy, mask, x, scale, mean, inv_var, dx, dscale, dbias, d_residual;
+  std::int64_t workspace = 0;
+};
+
+std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
+  auto b = std::make_unique<backward_graph>();
+  auto& g = b->graph;
+  start_graph(g, k);
+  const fe::DataType_t io = fe_type(k.dtype);
+  b->dy = activation(g, "dy", k, io);
+  b->mask = activation(g, "mask", k, fe::DataType_t::BOOLEAN);
+  attr d_relu = g.pointwise(b->dy, b->mask, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
+  d_relu->set_data_type(io);
+  if (k.add) {
+    d_relu->set_output(true);
+    b->d_residual = d_relu;
+  }
+  b->x = activation(g, "x", k, io);
+  b->scale = per_channel(g, "scale", k);
+  b->mean = per_channel(g, "mean", k);
+  b->inv_var = per_channel(g, "inv_var", k);
+  auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(b->mean, b->inv_var);
+  auto [dx, dscale, dbias] = g.batchnorm_backward(d_relu, b->x, b->scale, options);
+  dx->set_output(true).set_data_type(io);
+  dscale->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  dbias->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  b->dx = dx;
+  b->dscale = dscale;
+  b->dbias = dbias;
+  build(g, k.handle);
+  check(g.get_workspace_size(b->workspace), "get_workspace_size");
+  return b;
+}
+
+// Graphs are built on first use and kept for the process. Building compiles kernels: never
+// during a CUDA graph capture (the eager warm-up steps before a capture build them).
+class graph_cache {
+ public:
+  static graph_cache& instance() {
+    static graph_cache* cache = new graph_cache();  // never destroyed: plans outlive static teardown order
+    return *cache;
+  }
+  const forward_graph& forward(const graph_key& k) { return get(forward_, k, make_forward); }
+  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
+
+ private:
+  template <class G, class Make>
+  const G& get(std::map<graph_key, std::unique_ptr<G>>& cache, const graph_key& k, Make make) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache.find(k);
+    if (it != cache.end()) return *it->second;
+    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
+      std::ostringstream os;
+      os << "fused batch norm: a new shape " << k.n << "x" << k.c << "x" << k.h << "x" << k.w
+         << " during CUDA graph capture; its cuDNN graph must be built by an eager step first";
+      throw std::runtime_error(os.str());
+    }
+    return *cache.emplace(k, make(k)).first->second;
+  }
+  std::mutex mutex_;
+  std::map<graph_key, std::unique_ptr<forward_graph>> forward_;
+  std::map<graph_key, std::unique_ptr<backward_graph>> backward_;
+};
+
+graph_key key_of(const at::Tensor& x, bool add, double eps, double momentum) {
+  return {at::native::getCudnnHandle(), x.scalar_type(), add, x.size(0), x.size(1), x.size(2), x.size(3), eps, momentum};
+}
+
+// On the current stream, with workspace from the caching allocator (a graph's pool in capture).
+void run(const fe::graph::Graph& g, cudnnHandle_t handle, std::int64_t workspace_bytes,
+         std::unordered_map<attr, void*>& pack, const at::Tensor& like) {
+  const cudnnStatus_t s = fe::detail::set_stream(handle, at::cuda::getCurrentCUDAStream());
+  if (s != CUDNN_STATUS_SUCCESS) throw std::runtime_error(std::string("cudnnSetStream: ") + fe::detail::get_error_string(s));
+  at::Tensor workspace;
+  if (workspace_bytes > 0) workspace = at::empty({workspace_bytes}, like.options().dtype(at::kByte));
+  check(g.execute(handle, pack, workspace_bytes > 0 ? workspace.data_ptr() : nullptr), "execute");
+}
+
+std::int64_t mask_bytes(std::int64_t numel) {
+  // CUDNN_DATA_BOOLEAN is bit-packed, eight elements a byte; rounded up to 16 bytes.
+  return ((numel + 7) / 8 + 15) / 16 * 16;
+}
+
+at::Tensor nhwc(const at::Tensor& t) { return t.contiguous(at::MemoryFormat::ChannelsLast); }
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
+                         const at::Tensor& bias, const at::Tensor& residual_in, const at::Tensor& running_mean,
+                         const at::Tensor& running_var, double eps, double momentum) {
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = nhwc(x_in);
+  const bool add = residual_in.defined();
+  const at::Tensor residual = add ? nhwc(residual_in.to(x.scalar_type())) : at::Tensor();
+  const graph_key k = key_of(x, add, eps, momentum);
+  const forward_graph& g = graph_cache::instance().forward(k);
+  const auto f32 = x.options().dtype(at::kFloat);
+  at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
+  at::Tensor mask = at::empty({mask_bytes(x.numel())}, x.options().dtype(at::kByte));
+  at::Tensor mean = at::empty({k.c}, f32), inv_var = at::empty({k.c}, f32);
+  at::Tensor next_mean = at::empty({k.c}, f32), next_var = at::empty({k.c}, f32);
+  const at::Tensor w = weight.contiguous(), b = bias.contiguous();
+  std::unordered_map<attr, void*> pack = {
+      {g.x, x.data_ptr()},           {g.scale, w.data_ptr()},          {g.bias, b.data_ptr()},
+      {g.prev_mean, running_mean.data_ptr()}, {g.prev_var, running_var.data_ptr()}, {g.y, y.data_ptr()},
+      {g.mask, mask.data_ptr()},     {g.mean, mean.data_ptr()},        {g.inv_var, inv_var.data_ptr()},
+      {g.next_mean, next_mean.data_ptr()},    {g.next_var, next_var.data_ptr()}};
+  if (add) pack[g.residual] = residual.data_ptr();
+  run(g.graph, k.handle, g.workspace, pack, x);
+  // Written beside, then copied: the graph reads the previous statistics while it writes the next.
+  running_mean.copy_(next_mean);
+  running_var.copy_(next_var);
+  ctx->save_for_backward({x, weight});
+  ctx->saved_data["mean"] = mean;
+  ctx->saved_data["inv_var"] = inv_var;
+  ctx->saved_data["mask"] = mask;
+  return y;
+}
+
+variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, bool add) {
+  const variable_list saved = ctx->get_saved_variables();
+  const at::Tensor& x = saved[0];
+  const at::Tensor& weight = saved[1];
+  const std::size_t inputs = add ? 8 : 7;  // forward's arguments, tensors or not
+  if (!grads[0].defined()) return variable_list(inputs);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor dy = nhwc(grads[0].to(x.scalar_type()));
+  const graph_key k = key_of(x, add, 0.0, 0.0);
+  const backward_graph& g = graph_cache::instance().backward(k);
+  const auto f32 = x.options().dtype(at::kFloat);
+  at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
+  at::Tensor dscale = at::empty({k.c}, f32), dbias = at::empty({k.c}, f32);
+  at::Tensor d_residual = add ? at::empty_like(x, at::MemoryFormat::ChannelsLast) : at::Tensor();
+  const at::Tensor mean = ctx->saved_data["mean"].toTensor(), inv_var = ctx->saved_data["inv_var"].toTensor();
+  const at::Tensor mask = ctx->saved_data["mask"].toTensor();
+  const at::Tensor w = weight.contiguous();
+  std::unordered_map<attr, void*> pack = {
+      {g.dy, dy.data_ptr()},     {g.mask, mask.data_ptr()},       {g.x, x.data_ptr()},
+      {g.scale, w.data_ptr()},   {g.mean, mean.data_ptr()},       {g.inv_var, inv_var.data_ptr()},
+      {g.dx, dx.data_ptr()},     {g.dscale, dscale.data_ptr()},   {g.dbias, dbias.data_ptr()}};
+  if (add) pack[g.d_residual] = d_residual.data_ptr();
+  run(g.graph, k.handle, g.workspace, pack, x);
+  variable_list out = {dx, dscale, dbias};
+  if (add) out.push_back(d_residual);
+  out.resize(inputs);  // running_mean, running_var, eps, momentum: no gradient
+  return out;
+}
+
+class bn_relu_function : public torch::autograd::Function<bn_relu_function> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
+                            double eps, double momentum) {
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, false); }
+};
+
+class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_function> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, const at::Tensor& residual, const at::Tensor& running_mean,
+                            const at::Tensor& running_var, double eps, double momentum) {
+    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, true); }
+};
+
+at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual) {
+  const double eps = bn.options.eps(), momentum = *bn.options.momentum();
+  at::Tensor y = residual.defined()
+                     ? bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean, bn.running_var,
+                                                   eps, momentum)
+                     : bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum);
+  {
+    at::NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1);
+  }
+  return y;
+}
+
+class cudnn_ops final : public batch_norm_ops {
+ public:
+  cudnn_ops(c10::Device device, at::ScalarType dtype, bool relu, bool add_relu)
+      : device_(device), dtype_(dtype), relu_(relu), add_relu_(add_relu) {}
+  torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+    if (!relu_ || !takes(bn, x)) return bn.forward(x).relu_();
+    return fused_call(bn, x, at::Tensor());
+  }
+  torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                            const torch::Tensor& residual) override {
+    if (!add_relu_ || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device())
+      return bn.forward(x).add_(residual).relu_();
+    return fused_call(bn, x, residual);
+  }
+
+ private:
+  bool takes(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x) const {
+    return fusable(bn) && x.dim() == 4 && x.device() == device_ && x.scalar_type() == dtype_ &&
+           bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
+           x.numel() < std::numeric_limits<std::int32_t>::max();
+  }
+  c10::Device device_;
+  at::ScalarType dtype_;
+  bool relu_, add_relu_;
+};
+
+// The largest |a - b| over max|b|, as a short text when it exceeds atol + rtol * max|b|.
+std::string differs(const char* what, const at::Tensor& a, const at::Tensor& b, double atol, double rtol) {
+  const at::Tensor fa = a.detach().to(at::kCPU, at::kDouble), fb = b.detach().to(at::kCPU, at::kDouble);
+  const double err = (fa - fb).abs().max().item<double>(), scale = fb.abs().max().item<double>();
+  if (std::isfinite(err) && err <= atol + rtol * scale) return "";
+  std::ostringstream os;
+  os << what << " differs from the reference by " << err << " (max |reference| " << scale << ")";
+  return os.str();
+}
+
+// One fusion on a small problem, against the reference: "" when it matches.
+std::string probe_one(c10::Device device, at::ScalarType dtype, bool add) {
+  const at::AutoGradMode grad_mode(true);
+  const c10::cuda::CUDAGuard guard(device);
+  const batch_norm_problem p = make_batch_norm_problem({4, 64, 8, 8}, dtype, add, 1234, device);
+  auto module = [&] {
+    torch::nn::BatchNorm2d bn(64);
+    bn->to(device);
+    bn->train();
+    at::NoGradGuard no_grad;
+    bn->weight.copy_(p.weight);
+    bn->bias.copy_(p.bias);
+    return bn;
+  };
+  torch::nn::BatchNorm2d fused = module(), reference = module();
+  const at::Tensor xf = p.x.detach().requires_grad_(), xr = p.x.detach().requires_grad_();
+  const at::Tensor rf = add ? p.residual.detach().requires_grad_() : at::Tensor();
+  const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
+  const at::Tensor yf = fused_call(*fused, xf, rf), yr = reference_batch_norm_relu(*reference, xr, rr);
+  yf.backward(p.dy);
+  yr.backward(p.dy);
+  const fused_tolerance t = fused_batch_norm_tolerance(dtype);
+  std::vector<std::string> found = {
+      differs("the output", yf, yr, t.atol, t.rtol),
+      differs("dx", xf.grad(), xr.grad(), t.atol, t.rtol),
+      differs("the weight's gradient", fused->weight.grad(), reference->weight.grad(), 0, t.stats_rtol),
+      differs("the bias's gradient", fused->bias.grad(), reference->bias.grad(), 0, t.stats_rtol),
+      differs("running_mean", fused->running_mean, reference->running_mean, 0, t.stats_rtol),
+      differs("running_var", fused->running_var, reference->running_var, 0, t.stats_rtol)};
+  if (add) found.push_back(differs("the residual's gradient", rf.grad(), rr.grad(), t.atol, t.rtol));
+  for (const auto& f : found)
+    if (!f.empty()) return f;
+  return "";
+}
+
+// "cuda" means the current device.
+c10::Device indexed(c10::Device device) {
+  return device.has_index() ? device : c10::Device(c10::kCUDA, c10::cuda::current_device());
+}
+
+std::string first_line(const std::string& s) {
+  const auto end = s.find('\n');
+  return end == std::string::npos ? s : s.substr(0, end);
+}
+
+}  // namespace
+
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype) {
+  cudnn_fusion_probe out;
+  for (const bool add : {false, true}) {
+    std::string why;
+    try {
+      device = indexed(device);
+      fe_type(dtype);
+      load_cudnn();
+      if (fe::detail::get_backend_version() < 90000) throw std::runtime_error("needs cuDNN 9 or newer");
+      const std::string mismatch = probe_one(device, dtype, add);
+      if (!mismatch.empty()) why = "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
+    } catch (const std::exception& e) {
+      why = first_line(e.what());
+    }
+    (add ? out.bn_add_relu : out.bn_relu) = why.empty();
+    (add ? out.bn_add_relu_why : out.bn_relu_why) = why;
+  }
+  return out;
+}
+
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype, bool bn_relu,
+                                                     bool bn_add_relu) {
+  return std::make_shared<cudnn_ops>(indexed(device), dtype, bn_relu, bn_add_relu);
+}
+
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                    const torch::Tensor& residual) {
+  TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
+  TORCH_CHECK(fusable(bn), "cudnn_batch_norm_relu: the batch norm is not fusable (training mode, momentum set)");
+  return fused_call(bn, x, residual);
+}
+
+}  // namespace trainbench
+
+#else  // no cuDNN frontend headers at build time
+
+namespace trainbench {
+
+namespace {
+const char* const missing =
+    "the cuDNN frontend headers were not found when trainbench was built (scripts/setup.sh installs "
+    "nvidia-cudnn-frontend)";
+}
+
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
+  return {false, false, missing, missing};
+}
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, bool, bool) {
+  throw std::runtime_error(missing);
+}
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&) {
+  throw std::runtime_error(missing);
+}
+
+}  // namespace trainbench
+
+#endif

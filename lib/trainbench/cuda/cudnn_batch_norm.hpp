@@ -1,0 +1,58 @@
+#pragma once
+// Batch norm with ReLU, and with the residual add and ReLU, as cuDNN frontend graphs (the
+// "BnAddRelu" and "DReluForkDBn" patterns NVIDIA's MLPerf ResNet runs): NHWC, fp16/bf16/fp32
+// activations, fp32 scale, bias and statistics. Forward: batch norm, [+ residual], ReLU, and a
+// bit mask of where the output is positive. Backward: the mask times dY (kept as the residual's
+// gradient where there is one), then batch norm's backward. One graph per shape, built on first
+// use (never during CUDA graph capture) and cached. Without a CUDA LibTorch, or without the
+// frontend's headers at build time, the probe says why and nothing else is reached.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <memory>
+#include <string>
+
+#include "trainbench/model/batch_norm_op.hpp"
+
+namespace trainbench {
+
+struct cudnn_fusion_probe {
+  bool bn_relu = false, bn_add_relu = false;
+  std::string bn_relu_why, bn_add_relu_why;  // why not, where false
+};
+
+// Builds each fusion's forward and backward graph for a small NHWC problem on `device` in
+// `dtype`, runs them once and holds the results against reference_batch_norm_relu within
+// fused_batch_norm_tolerance. Synchronises the device: call it when the pipeline is built.
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype);
+
+// The fused ops for the fusions chosen (the others, and any call they cannot take: another
+// dtype, eval mode, a batch norm that is not fusable, run unfused).
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype, bool bn_relu,
+                                                     bool bn_add_relu);
+
+// One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
+// x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined.
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                    const torch::Tensor& residual);
+
+// How far the fused ops may be from the reference, per activation dtype: outputs and the input
+// and residual gradients within atol + rtol * max|reference|; the scale and bias gradients and
+// the running statistics, which are fp32, within stats_rtol * max|reference|.
+struct fused_tolerance {
+  double atol, rtol, stats_rtol;
+};
+inline fused_tolerance fused_batch_norm_tolerance(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf:
+      return {1e-2, 1e-2, 1e-2};
+    case at::kBFloat16:
+      return {5e-2, 2e-2, 3e-2};
+    default:
+      return {1e-4, 1e-4, 1e-3};
+  }
+}
+
+}  // namespace trainbench

@@ -1,0 +1,119 @@
+#include "trainbench/model/batch_norm_op.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+
+namespace trainbench {
+
+namespace {
+
+class unfused_ops final : public batch_norm_ops {
+ public:
+  torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+    return bn.forward(x).relu_();
+  }
+  torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                            const torch::Tensor& residual) override {
+    return bn.forward(x).add_(residual).relu_();
+  }
+};
+
+class reference_ops final : public batch_norm_ops {
+ public:
+  reference_ops(bool relu, bool add_relu) : relu_(relu), add_relu_(add_relu) {}
+  torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+    if (!relu_ || !fusable(bn)) return bn.forward(x).relu_();
+    return reference_batch_norm_relu(bn, x, torch::Tensor());
+  }
+  torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                            const torch::Tensor& residual) override {
+    if (!add_relu_ || !fusable(bn)) return bn.forward(x).add_(residual).relu_();
+    return reference_batch_norm_relu(bn, x, residual);
+  }
+
+ private:
+  bool relu_, add_relu_;
+};
+
+}  // namespace
+
+std::shared_ptr<batch_norm_ops> unfused_batch_norm_ops() {
+  static const auto ops = std::make_shared<unfused_ops>();  // stateless: one for every model
+  return ops;
+}
+
+std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool bn_relu, bool bn_add_relu) {
+  return std::make_shared<reference_ops>(bn_relu, bn_add_relu);
+}
+
+bool fusable(const torch::nn::BatchNorm2dImpl& bn) {
+  const auto& o = bn.options;
+  return bn.is_training() && o.affine() && o.track_running_stats() && o.momentum().has_value() &&
+         bn.num_batches_tracked.defined();
+}
+
+torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                        const torch::Tensor& residual) {
+  TORCH_CHECK(x.dim() == 4, "batch norm + ReLU: expected an N,C,H,W input, got ", x.sizes());
+  // Statistics in float for half inputs (as cuDNN's and ATen's kernels accumulate), in double
+  // for a double model.
+  const at::ScalarType compute = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const double momentum = *bn.options.momentum(), eps = bn.options.eps();
+  const at::Tensor xf = x.to(compute);
+  const at::Tensor mean = xf.mean({0, 2, 3});
+  const at::Tensor var = xf.var({0, 2, 3}, /*unbiased=*/false);
+  const at::Tensor invstd = (var + eps).rsqrt();
+  auto per_channel = [](const at::Tensor& t) { return t.view({1, -1, 1, 1}); };
+  at::Tensor y = (xf - per_channel(mean)) * per_channel(invstd * bn.weight.to(compute)) +
+                 per_channel(bn.bias.to(compute));
+  if (residual.defined()) y = y + residual.to(compute);
+  y = at::relu(y).to(x.scalar_type());
+  {
+    at::NoGradGuard no_grad;
+    const double n = static_cast<double>(x.numel() / x.size(1));
+    const at::Tensor unbiased = var.detach() * (n / std::max(n - 1.0, 1.0));
+    bn.running_mean.mul_(1.0 - momentum).add_(mean.detach().to(bn.running_mean.scalar_type()), momentum);
+    bn.running_var.mul_(1.0 - momentum).add_(unbiased.to(bn.running_var.scalar_type()), momentum);
+    bn.num_batches_tracked.add_(1);
+  }
+  return y;
+}
+
+batch_norm_problem make_batch_norm_problem(const std::array<std::int64_t, 4>& nchw, at::ScalarType dtype, bool add,
+                                           std::uint64_t seed, c10::Device device, double eps) {
+  const auto [n, c, h, w] = nchw;
+  TORCH_CHECK(n % 2 == 0 && n > 0, "make_batch_norm_problem: N must be even, got ", n);
+  // Made on the CPU in double from a generator of its own: the global generators stay untouched.
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto d = at::TensorOptions().dtype(at::kDouble);
+  auto grid = [](const at::Tensor& t) { return t.mul(16).round().div(16); };
+  const at::Tensor v = grid(at::rand({n / 2, c, h, w}, gen, d).mul(2).add(0.125));  // |x - mean| >= 0.125
+  const at::Tensor s = at::randint(0, 2, {n / 2, c, h, w}, gen, d).mul(2).sub(1);
+  const at::Tensor offset = grid(at::rand({1, c, 1, 1}, gen, d).sub(0.5).mul(2));
+  const at::Tensor x = at::cat({offset + s * v, offset - s * v}, 0);
+  const at::Tensor weight = at::rand({c}, gen, d).mul(1.5).add(0.5);
+  // |bias| <= 0.01, well under weight * 0.125 * invstd (>= 0.5 * 0.125 / 2.2).
+  const at::Tensor bias = at::rand({c}, gen, d).sub(0.5).mul(0.02);
+  const at::Tensor dy = at::randn({n, c, h, w}, gen, d);
+  const at::ScalarType param = dtype == at::kDouble ? at::kDouble : at::kFloat;
+  auto place = [&](const at::Tensor& t) {
+    return t.to(device, dtype).contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  batch_norm_problem p;
+  p.x = place(x);
+  p.dy = place(dy);
+  p.weight = weight.to(device, param);
+  p.bias = bias.to(device, param);
+  if (add) {
+    const at::Tensor invstd = (x.var({0, 2, 3}, /*unbiased=*/false) + eps).rsqrt().view({1, -1, 1, 1});
+    const at::Tensor pre = (x - offset) * invstd * weight.view({1, -1, 1, 1}) + bias.view({1, -1, 1, 1});
+    const at::Tensor sign = at::randint(0, 2, {n, c, h, w}, gen, d).mul(2).sub(1);
+    const at::Tensor target = sign * at::rand({n, c, h, w}, gen, d).mul(0.75).add(0.25);
+    p.residual = place(target - pre);
+  }
+  return p;
+}
+
+}  // namespace trainbench

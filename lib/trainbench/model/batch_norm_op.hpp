@@ -1,0 +1,57 @@
+#pragma once
+// The seam between ResNet's blocks and their batch norms: every "batch norm, then ReLU" and every
+// "batch norm, add the residual, then ReLU" goes through one batch_norm_ops object, chosen once
+// when the model is built or fused (model/fusion.hpp). Implementations:
+//   - unfused: the module's own batch norm, then ATen's in-place add and ReLU (the default);
+//   - reference: the same arithmetic in plain ATen ops, statistics in float (double for double
+//     input), autograd-correct on any device; CI holds it against the unfused ops, and the fused
+//     CUDA ops' [gpu] tests hold them against it;
+//   - cuDNN (cuda/cudnn_batch_norm.hpp): one fused graph forward, one backward, NHWC.
+#include <torch/nn/modules/batchnorm.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+namespace trainbench {
+
+class batch_norm_ops {
+ public:
+  virtual ~batch_norm_ops() = default;
+  // relu(bn(x)), updating bn's running statistics in training mode as bn(x) does.
+  virtual torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) = 0;
+  // relu(bn(x) + residual).
+  virtual torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                    const torch::Tensor& residual) = 0;
+};
+
+// The module's batch norm, then in-place add and ReLU: what torchvision's blocks run.
+std::shared_ptr<batch_norm_ops> unfused_batch_norm_ops();
+
+// The reference for either fusion, or both; a fusion not chosen runs unfused.
+std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool bn_relu, bool bn_add_relu);
+
+// Whether a fused op can stand in for bn's forward: training mode, affine, running statistics
+// tracked with a set momentum (an unset one means a cumulative average, whose factor LibTorch
+// reads on the host). Where not, every implementation runs the unfused ops.
+bool fusable(const torch::nn::BatchNorm2dImpl& bn);
+
+// relu(bn(x) [+ residual]) in plain ATen ops, for a fusable bn: batch statistics (the biased
+// variance normalises, the unbiased one goes into running_var, with bn's momentum), the batch
+// counter advanced. The output has x's dtype and memory format; `residual` may be undefined.
+torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                                        const torch::Tensor& residual);
+
+// A test problem for relu(bn(x) [+ residual]) whose pre-ReLU values all stay well away from zero,
+// so that implementations that differ by rounding agree on every element's ReLU mask (a flipped
+// element would move its channel's gradients by a whole dY). Each channel's values lie on a 1/16
+// grid (exact in fp16 and bf16), mirrored around an offset (the batch mean, exactly); the weight is
+// positive and the bias small; with add, the residual puts every sum at +-(0.25..1). N must be
+// even. x, residual and dy are NHWC in `dtype`; weight and bias are fp32 (fp64 for fp64).
+struct batch_norm_problem {
+  torch::Tensor x, residual, dy, weight, bias;
+};
+batch_norm_problem make_batch_norm_problem(const std::array<std::int64_t, 4>& nchw, at::ScalarType dtype, bool add,
+                                           std::uint64_t seed, c10::Device device, double eps = 1e-5);
+
+}  // namespace trainbench

@@ -1,0 +1,292 @@
+// [gpu] tests of backend.compile's fused batch norm (cuda/cudnn_batch_norm.hpp): the cuDNN graphs
+// against the reference ops, inside a CUDA graph against eager, and whole models against the
+// unfused model. Compiled only against a CUDA LibTorch.
+#if TRAINBENCH_CUDA
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cudnn_batch_norm.hpp"
+#include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/fusion.hpp"
+#include "trainbench/stages/train_step.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+void require_cuda() {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+}
+
+const c10::Device gpu(c10::kCUDA, 0);
+
+const char* name(at::ScalarType t) {
+  return t == at::kHalf ? "fp16" : t == at::kBFloat16 ? "bf16" : "fp32";
+}
+
+// max|a - b| <= atol + rtol * max|b|, printed when not.
+bool close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol) {
+  const at::Tensor x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kCPU, at::kDouble);
+  const double err = (x - y).abs().max().item<double>(), scale = y.abs().max().item<double>();
+  UNSCOPED_INFO("max |difference| " << err << ", max |reference| " << scale);
+  return err <= atol + rtol * scale;
+}
+
+double relative(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kCPU, at::kDouble);
+  const double norm = y.norm().item<double>();
+  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
+}
+
+torch::nn::BatchNorm2d module(const batch_norm_problem& p) {
+  torch::nn::BatchNorm2d bn(p.x.size(1));
+  bn->to(gpu);
+  bn->train();
+  at::NoGradGuard no_grad;
+  bn->weight.copy_(p.weight);
+  bn->bias.copy_(p.bias);
+  return bn;
+}
+
+struct result {
+  at::Tensor y, dx, dw, db, dr, running_mean, running_var;
+};
+
+template <class Op>
+result run(const batch_norm_problem& p, bool add, Op op) {
+  torch::nn::BatchNorm2d bn = module(p);
+  const at::Tensor x = p.x.detach().requires_grad_();
+  const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
+  const at::Tensor y = op(*bn, x, r);
+  y.backward(p.dy);
+  return {y, x.grad(), bn->weight.grad(), bn->bias.grad(), add ? r.grad() : at::Tensor(), bn->running_mean.clone(),
+          bn->running_var.clone()};
+}
+
+void check_against(const result& f, const result& r, at::ScalarType dtype, bool add) {
+  const fused_tolerance t = fused_batch_norm_tolerance(dtype);
+  CHECK(f.y.scalar_type() == dtype);
+  CHECK(f.y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(close(f.y, r.y, t.atol, t.rtol));
+  CHECK(close(f.dx, r.dx, t.atol, t.rtol));
+  if (add) CHECK(close(f.dr, r.dr, t.atol, t.rtol));
+  CHECK(close(f.dw, r.dw, 0, t.stats_rtol));
+  CHECK(close(f.db, r.db, 0, t.stats_rtol));
+  CHECK(close(f.running_mean, r.running_mean, 0, t.stats_rtol));
+  CHECK(close(f.running_var, r.running_var, 0, t.stats_rtol));
+}
+
+// Two copies of an architecture on the GPU in channels_last with the same weights and statistics.
+std::pair<resnet, resnet> twins(const std::string& arch) {
+  at::manual_seed(0);
+  resnet a = make_resnet(arch, 10), b = make_resnet(arch, 10);
+  {
+    at::NoGradGuard g;
+    auto pa = a->parameters(), pb = b->parameters();
+    for (std::size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
+    auto ba = a->buffers(), bb = b->buffers();
+    for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
+  }
+  for (resnet* m : {&a, &b}) {
+    (*m)->to(gpu);
+    (*m)->train();
+    for (auto& p : (*m)->parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  return {a, b};
+}
+
+device_batch batch(int i, std::int64_t n, std::int64_t size) {
+  at::manual_seed(3000 + i);
+  return {at::randn({n, 3, size, size}).cuda().contiguous(at::MemoryFormat::ChannelsLast),
+          at::randint(10, {n}, at::kLong).cuda(), i, n};
+}
+
+}  // namespace
+
+TEST_CASE("fused batch norm [gpu]: cuDNN batch norm + ReLU and + add + ReLU match the reference in fp16, bf16 and fp32",
+          "[gpu]") {
+  require_cuda();
+  for (const auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+    const cudnn_fusion_probe probe = probe_cudnn_batch_norm(gpu, dtype);
+    INFO(name(dtype) << ": probe says bn_relu '" << probe.bn_relu_why << "', bn_add_relu '" << probe.bn_add_relu_why
+                     << "'");
+    if (dtype == at::kFloat && !(probe.bn_relu && probe.bn_add_relu)) {
+      // fp32 is not what the compile rung runs; where cuDNN has no fp32 kernel the switch says so.
+      WARN("fp32: cuDNN's fused batch norm is not available here: " << probe.bn_relu_why << " / "
+                                                                      << probe.bn_add_relu_why);
+      CHECK(!(probe.bn_relu ? probe.bn_add_relu_why : probe.bn_relu_why).empty());
+      continue;
+    }
+    REQUIRE(probe.bn_relu);
+    REQUIRE(probe.bn_add_relu);
+    for (const bool add : {false, true}) {
+      // ResNet-like shapes: an early wide map, a late deep one, and channels not a power of two.
+      for (const std::array<std::int64_t, 4> shape : {std::array<std::int64_t, 4>{16, 64, 28, 28},
+                                                      std::array<std::int64_t, 4>{32, 512, 7, 7},
+                                                      std::array<std::int64_t, 4>{8, 96, 9, 9}}) {
+        INFO(name(dtype) << (add ? " with add" : " no add") << ", shape " << shape[0] << "x" << shape[1] << "x"
+                         << shape[2] << "x" << shape[3]);
+        const batch_norm_problem p = make_batch_norm_problem(shape, dtype, add, 42, gpu);
+        const result fused = run(p, add, cudnn_batch_norm_relu);
+        const result ref = run(p, add, reference_batch_norm_relu);
+        check_against(fused, ref, dtype, add);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused batch norm [gpu]: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
+  require_cuda();
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    for (const bool add : {false, true}) {
+      INFO(name(dtype) << (add ? " with add" : " no add"));
+      const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
+      const result eager = run(p, add, cudnn_batch_norm_relu);
+      // Warm-up on a side stream builds the graphs for this shape (on this thread's and autograd's
+      // cuDNN handles), on a module of its own so the captured one starts as the eager one did.
+      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+      c10::cuda::device_synchronize();  // the inputs, made on the default stream, are ready
+      at::cuda::CUDAGraph graph;
+      torch::nn::BatchNorm2d bn = module(p);
+      const at::Tensor x = p.x.detach().requires_grad_();
+      const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
+      at::Tensor y;
+      {
+        const c10::cuda::CUDAStreamGuard guard(side);
+        run(p, add, cudnn_batch_norm_relu);
+        c10::cuda::device_synchronize();
+        graph.capture_begin();
+        y = cudnn_batch_norm_relu(*bn, x, r);
+        y.backward(p.dy);
+        graph.capture_end();
+      }
+      c10::cuda::device_synchronize();
+      graph.replay();
+      c10::cuda::device_synchronize();
+      // The same kernels on the same inputs: equal up to the order of cuDNN's reductions.
+      const result graphed{y, x.grad(), bn->weight.grad(), bn->bias.grad(), add ? r.grad() : at::Tensor(),
+                           bn->running_mean, bn->running_var};
+      const fused_tolerance t = fused_batch_norm_tolerance(dtype);
+      CHECK(close(graphed.y, eager.y, t.atol / 10, t.rtol / 10));
+      CHECK(close(graphed.dx, eager.dx, t.atol / 10, t.rtol / 10));
+      if (add) CHECK(close(graphed.dr, eager.dr, t.atol / 10, t.rtol / 10));
+      CHECK(close(graphed.dw, eager.dw, 0, 1e-4));
+      CHECK(close(graphed.db, eager.db, 0, 1e-4));
+      CHECK(close(graphed.running_mean, eager.running_mean, 0, 1e-5));
+      CHECK(close(graphed.running_var, eager.running_var, 0, 1e-5));
+      CHECK(bn->num_batches_tracked.item<std::int64_t>() == 1);
+    }
+  }
+}
+
+TEST_CASE("fused batch norm [gpu]: ResNet-18 and ResNet-50 with fused batch norm train like the unfused model, fp16 and bf16",
+          "[gpu]") {
+  require_cuda();
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    for (const auto amp : {amp_mode::fp16, amp_mode::bf16}) {
+      const bool fp16 = amp == amp_mode::fp16;
+      INFO(arch << (fp16 ? " fp16" : " bf16"));
+      auto [fused, plain] = twins(arch);
+      fusion_request req;
+      req.device = gpu;
+      req.amp = amp;
+      req.channels_last = true;
+      const fusion_outcome o = fuse_batch_norm(fused, req);
+      INFO("ineffective: " << (o.ineffective.empty() ? "" : o.ineffective.front()));
+      REQUIRE(o.applied.size() == 2);
+      step_options so;
+      so.device = gpu;
+      so.amp = amp;
+      so.scaler = false;  // the same update on both sides, with no skipped step to compare
+      so.optimizer.lr = 0.01;
+      so.optimizer.momentum = 0.9;
+      auto sf = make_eager_step(fused, so), sp = make_eager_step(plain, so);
+      std::vector<double> lf, lp;
+      for (int i = 0; i < 6; ++i) {
+        const device_batch b = batch(i, 32, 64);
+        sf->forward(b);
+        sp->forward(b);
+        sf->backward();
+        sp->backward();
+        if (i == 0) {
+          // Half-precision activations on both sides, rounded in different places: the norm of
+          // each gradient's difference within 5% (fp16) or 10% (bf16) of its norm.
+          const auto gf = fused->named_parameters(), gp = plain->named_parameters();
+          for (const auto& item : gf) {
+            INFO(item.key());
+            CHECK(relative(item.value().grad(), gp[item.key()].grad()) < (fp16 ? 0.05 : 0.10));
+          }
+        }
+        sf->optimizer_step();
+        sp->optimizer_step();
+        lf.push_back(sf->last_loss().item<double>());
+        lp.push_back(sp->last_loss().item<double>());
+      }
+      for (std::size_t i = 0; i < lf.size(); ++i) {
+        INFO("step " << i << ": fused " << lf[i] << ", unfused " << lp[i]);
+        CHECK(lf[i] == Approx(lp[i]).epsilon(fp16 ? 0.02 : 0.05));
+      }
+      const auto bf = fused->named_buffers(), bp = plain->named_buffers();
+      for (const auto& item : bf) {
+        INFO(item.key());
+        if (item.value().is_floating_point())
+          CHECK(relative(item.value(), bp[item.key()]) < (fp16 ? 0.02 : 0.05));
+        else
+          CHECK(at::equal(item.value(), bp[item.key()]));
+      }
+    }
+  }
+}
+
+TEST_CASE("fused batch norm [gpu]: the CUDA graph step with fused batch norm trains like the fused eager step, fp16",
+          "[gpu]") {
+  require_cuda();
+  auto [graphed, eager] = twins("resnet18");
+  fusion_request req;
+  req.device = gpu;
+  req.amp = amp_mode::fp16;
+  req.channels_last = true;
+  REQUIRE(fuse_batch_norm(graphed, req).applied.size() == 2);
+  REQUIRE(fuse_batch_norm(eager, req).applied.size() == 2);
+  step_options so;
+  so.device = gpu;
+  so.amp = amp_mode::fp16;
+  so.scaler = false;
+  so.optimizer.lr = 0.01;
+  so.optimizer.momentum = 0.9;
+  so.optimizer.foreach = true;
+  auto gs = make_graph_step(graphed, so, {16, 3, 64, 64}, true);
+  auto es = make_eager_step(eager, so);
+  gs->prepare();
+  for (int i = 0; i < 4; ++i) {
+    const device_batch b = batch(i, 16, 64);
+    gs->forward(b);
+    gs->backward();
+    gs->optimizer_step();
+    es->forward(b);
+    es->backward();
+    es->optimizer_step();
+    const double lg = gs->last_loss().item<double>(), le = es->last_loss().item<double>();
+    INFO("step " << i << ": graph " << lg << ", eager " << le);
+    CHECK(lg == Approx(le).epsilon(0.01));
+  }
+  const auto pg = graphed->named_parameters(), pe = eager->named_parameters();
+  for (const auto& item : pg) {
+    INFO(item.key());
+    CHECK(relative(item.value(), pe[item.key()]) < 1e-2);
+  }
+}
+
+#endif  // TRAINBENCH_CUDA

@@ -1,0 +1,218 @@
+// backend.compile's fused batch norm on the CPU: the reference ops (what the cuDNN graphs must
+// match, tests/gpu/test_fused_batch_norm.cpp) against the unfused model, and fuse_batch_norm's
+// choices and reasons where no GPU is reached.
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/fusion.hpp"
+#include "trainbench/model/resnet.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+// ||a - b|| / ||b||: one number per tensor, robust to a lone element whose ReLU went the other
+// way by rounding (float32 only; float64 never gets that close to zero).
+double relative(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.detach().to(at::kDouble), y = b.detach().to(at::kDouble);
+  const double norm = y.norm().item<double>();
+  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
+}
+
+torch::nn::BatchNorm2d module(const batch_norm_problem& p) {
+  torch::nn::BatchNorm2d bn(p.x.size(1));
+  bn->to(p.weight.scalar_type());
+  bn->train();
+  at::NoGradGuard no_grad;
+  bn->weight.copy_(p.weight);
+  bn->bias.copy_(p.bias);
+  return bn;
+}
+
+// Two copies of an architecture with the same weights and statistics; the first runs the
+// reference ops through fuse_batch_norm.
+std::pair<resnet, resnet> twins(const std::string& arch, at::ScalarType dtype) {
+  at::manual_seed(7);
+  resnet fused = make_resnet(arch, 10), plain = make_resnet(arch, 10);
+  fused->to(dtype);
+  plain->to(dtype);
+  {
+    at::NoGradGuard no_grad;
+    auto a = fused->parameters(), b = plain->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
+    auto ba = fused->buffers(), bb = plain->buffers();
+    for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
+  }
+  fusion_request r;
+  r.cpu_reference = true;
+  const fusion_outcome o = fuse_batch_norm(fused, r);
+  REQUIRE(o.applied.size() == 2);
+  REQUIRE(o.ineffective.empty());
+  return {fused, plain};
+}
+
+// Plain SGD, so that the comparison is of the model alone.
+void sgd(resnet& m, double lr) {
+  at::NoGradGuard no_grad;
+  for (auto& p : m->parameters()) {
+    p.sub_(p.grad(), lr);
+    p.mutable_grad().zero_();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fused batch norm: the reference op matches BatchNorm2d + ReLU (and + add + ReLU) in float32 and float64") {
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    for (const bool add : {false, true}) {
+      INFO((dtype == at::kFloat ? "float32" : "float64") << (add ? ", with add" : ", no add"));
+      const batch_norm_problem p = make_batch_norm_problem({4, 16, 5, 6}, dtype, add, 11, c10::kCPU);
+      torch::nn::BatchNorm2d ref = module(p), plain = module(p);
+      const at::Tensor xr = p.x.detach().requires_grad_(), xp = p.x.detach().requires_grad_();
+      const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
+      const at::Tensor rp = add ? p.residual.detach().requires_grad_() : at::Tensor();
+      const at::Tensor yr = reference_batch_norm_relu(*ref, xr, rr);
+      const at::Tensor yp = add ? plain(xp).add_(rp).relu_() : plain(xp).relu_();
+      yr.backward(p.dy);
+      yp.backward(p.dy);
+      const double tol = dtype == at::kFloat ? 1e-5 : 1e-12;
+      CHECK(yr.scalar_type() == dtype);
+      CHECK(yr.is_contiguous(at::MemoryFormat::ChannelsLast));
+      CHECK(relative(yr, yp) < tol);
+      CHECK(relative(xr.grad(), xp.grad()) < tol);
+      CHECK(relative(ref->weight.grad(), plain->weight.grad()) < tol);
+      CHECK(relative(ref->bias.grad(), plain->bias.grad()) < tol);
+      if (add) CHECK(relative(rr.grad(), rp.grad()) < tol);
+      CHECK(relative(ref->running_mean, plain->running_mean) < tol);
+      CHECK(relative(ref->running_var, plain->running_var) < tol);
+      CHECK(ref->num_batches_tracked.item<std::int64_t>() == 1);
+      CHECK(plain->num_batches_tracked.item<std::int64_t>() == 1);
+      // The problem keeps every pre-ReLU value away from zero, and the ReLU does clip.
+      const double clipped = (yp == 0).to(at::kDouble).mean().item<double>();
+      CHECK(clipped > 0.2);
+      CHECK(clipped < 0.8);
+    }
+  }
+}
+
+TEST_CASE("fused batch norm: ResNet-18 and ResNet-50 with the reference ops train like the unfused model") {
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    for (const auto dtype : {at::kFloat, at::kDouble}) {
+      INFO(arch << (dtype == at::kFloat ? ", float32" : ", float64"));
+      auto [fused, plain] = twins(arch, dtype);
+      fused->train();
+      plain->train();
+      at::manual_seed(3);
+      const at::Tensor x = at::randn({4, 3, 32, 32}).to(dtype);
+      const at::Tensor labels = at::randint(10, {4}, at::kLong);
+      // float64: the whole comparison, three steps. float32: the first step only, loosely. At
+      // batch 4 on 32 px images the last layers' batch norms reduce over 4 to 16 values, where a
+      // nearly constant channel gets an inverse standard deviation of up to 1/sqrt(eps): float32
+      // rounding, amplified through a few of them, moves the lower layers' gradients by about
+      // 1-2%, and SGD on batch 4 amplifies that further step by step. A wrong formula (a variance
+      // factor, a missing term) moves them by far more; float64 holds them to 1e-5.
+      const bool f64 = dtype == at::kDouble;
+      const double tol = f64 ? 1e-5 : 5e-2;
+      std::vector<double> fused_loss, plain_loss;
+      for (int step = 0; step < (f64 ? 3 : 1); ++step) {
+        const at::Tensor of = fused->forward(x), op = plain->forward(x);
+        if (step == 0) CHECK(relative(of, op) < (f64 ? 1e-9 : 1e-2));
+        const at::Tensor lf = at::cross_entropy_loss(of, labels), lp = at::cross_entropy_loss(op, labels);
+        lf.backward();
+        lp.backward();
+        fused_loss.push_back(lf.item<double>());
+        plain_loss.push_back(lp.item<double>());
+        if (step == 0) {
+          const auto pf = fused->named_parameters(), pp = plain->named_parameters();
+          for (const auto& item : pf) {
+            INFO(item.key());
+            CHECK(relative(item.value().grad(), pp[item.key()].grad()) < tol);
+          }
+        }
+        sgd(fused, 0.05);
+        sgd(plain, 0.05);
+      }
+      for (std::size_t i = 0; i < fused_loss.size(); ++i) CHECK(fused_loss[i] == Approx(plain_loss[i]).epsilon(tol));
+      const auto bf = fused->named_buffers(), bp = plain->named_buffers();
+      for (const auto& item : bf) {
+        INFO(item.key());
+        if (item.value().is_floating_point())
+          CHECK(relative(item.value(), bp[item.key()]) < tol);
+        else
+          CHECK(at::equal(item.value(), bp[item.key()]));  // num_batches_tracked
+      }
+    }
+  }
+}
+
+TEST_CASE("fuse_batch_norm: the CPU keeps the unfused ops unless asked for the reference, and says why") {
+  resnet m = make_resnet("resnet18", 10);
+  fusion_request r;
+  fusion_outcome o = fuse_batch_norm(m, r);
+  CHECK(o.applied.empty());
+  REQUIRE(o.ineffective.size() == 2);
+  CHECK(o.ineffective[0] == "batch norm + ReLU: no fused kernel on the CPU; the unfused ops run");
+  CHECK(o.ineffective[1] == "batch norm + add + ReLU: no fused kernel on the CPU; the unfused ops run");
+
+  r.cpu_reference = true;
+  o = fuse_batch_norm(m, r);
+  CHECK(o.ineffective.empty());
+  CHECK(o.applied == std::vector<std::string>{"batch norm + ReLU (CPU reference ops)",
+                                              "batch norm + add + ReLU (CPU reference ops)"});
+}
+
+TEST_CASE("fuse_batch_norm: on a GPU, NCHW and float64 keep the unfused ops, with the reason (decided before any GPU work)") {
+  resnet m = make_resnet("resnet18", 10);
+  fusion_request r;
+  r.device = c10::Device(c10::kCUDA, 0);
+  r.amp = amp_mode::fp16;
+  fusion_outcome o = fuse_batch_norm(m, r);
+  CHECK(o.applied.empty());
+  REQUIRE(o.ineffective.size() == 2);
+  CHECK(o.ineffective[0] ==
+        "batch norm + ReLU: cuDNN's fused batch norm runs NHWC only (this run is NCHW: set channels_last)");
+
+  m->to(at::kDouble);
+  r.channels_last = true;
+  r.amp = amp_mode::off;
+  o = fuse_batch_norm(m, r);
+  CHECK(o.applied.empty());
+  REQUIRE(o.ineffective.size() == 2);
+  CHECK(o.ineffective[1] == "batch norm + add + ReLU: no cuDNN fusion in fp64");
+}
+
+TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports both fusions ineffective and keeps the unfused ops") {
+  if (torch::cuda::is_available()) {
+    SUCCEED("this host has a GPU: the [gpu] tests of fused batch norm cover it");
+    return;
+  }
+  at::manual_seed(1);
+  resnet m = make_resnet("resnet18", 10), plain = make_resnet("resnet18", 10);
+  {
+    at::NoGradGuard no_grad;
+    auto a = m->parameters(), b = plain->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
+  }
+  fusion_request r;
+  r.device = c10::Device(c10::kCUDA, 0);
+  r.amp = amp_mode::fp16;
+  r.channels_last = true;
+  const fusion_outcome o = fuse_batch_norm(m, r);
+  INFO((o.ineffective.empty() ? std::string() : o.ineffective.front()));
+  CHECK(o.applied.empty());
+  REQUIRE(o.ineffective.size() == 2);
+  CHECK(o.ineffective[0].rfind("batch norm + ReLU: ", 0) == 0);
+  CHECK(o.ineffective[0].size() > std::string("batch norm + ReLU: ").size());
+  CHECK(o.ineffective[1].rfind("batch norm + add + ReLU: ", 0) == 0);
+  // The model still runs its unfused ops.
+  m->eval();
+  plain->eval();
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  CHECK(at::equal(m->forward(x), plain->forward(x)));
+}
