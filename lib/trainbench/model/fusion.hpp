@@ -4,6 +4,7 @@
 // built; the model then runs the chosen ops and never branches on the switch again.
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct fusion_request {
   c10::Device device = c10::kCPU;
   amp_mode amp = amp_mode::off;
   bool channels_last = false;
+  std::vector<std::int64_t> input_shape;  // N, C, H, W of every batch the model will see
 };
 
 struct fusion_outcome {
