@@ -10,7 +10,8 @@ command -v nsys >/dev/null || { echo "nsys-profile.sh: nsys not found (Nsight Sy
 mkdir -p reports/nsys
 name=$(basename "$profile" .yaml)
 out=reports/nsys/$name
+# measure.kernel_families off: its profiler (CUPTI) and Nsight Systems' would both record kernels.
 nsys profile -t cuda,nvtx,osrt --cuda-memory-usage=true -s cpu -f true -x true -o "$out" \
-  ./build/trainbench run --config "$profile" --out "reports/nsys/$name.json" "$@"
+  ./build/trainbench run --config "$profile" --out "reports/nsys/$name.json" --set measure.kernel_families=false "$@"
 nsys stats --report nvtx_sum --format table "$out.nsys-rep"
 echo "timeline: $out.nsys-rep (open it in Nsight Systems; the NVTX domain is 'trainbench')"

@@ -16,6 +16,7 @@ import re
 
 ARTICLE = {"00-baseline": 542.7, "01-workers": 797.8, "02-pin-memory": 964.5, "03-non-blocking": 1019.5,
            "04-amp": 1628.8, "05-batch-512": 2201.6, "06-cuda-graph": 2704.4, "07-stream-overlap": 3173.4}
+ARTICLE["06-compile"] = ARTICLE["06-cuda-graph"]  # rung 06's name from 2026-12-05 on (backend.compile)
 # NVIDIA DeepLearningExamples, ResNet-50 v1.5 training, one GPU (img/s): see configs/resnet50/00-baseline.yaml.
 NVIDIA_R50 = "A100 80 GB: 2470 AMP, 938 TF32; V100 16 GB: 1200 AMP, 367 FP32"
 STAGES = ["data_wait", "h2d", "preprocess", "forward", "backward", "allreduce", "optimizer"]

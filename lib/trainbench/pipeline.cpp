@@ -12,6 +12,7 @@
 #include "trainbench/config/effective_rules.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/model/fusion.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/text.hpp"
@@ -35,6 +36,21 @@ c10::Device resolve_device(const std::string& text) {
 
 namespace {
 
+// backend.compile runs in parts; one that cannot run here is a note of its own. Not "requested
+// but ineffective" (that is a switch with no effect at all, which --strict refuses and the ladder
+// marks): the rest of the switch still runs.
+std::string compile_part_not_run(const std::string& part, const std::string& why) {
+  return "backend.compile: " + part + " not run here: " + why;
+}
+
+// backend.compile lays the whole run out in NHWC, whatever model.channels_last says: the loader,
+// the device preprocessing, the graph's static inputs and the weights all follow that key.
+profile with_compile_layout(const profile& requested) {
+  profile p = requested;
+  if (p.backend.compile) p.model.channels_last = true;
+  return p;
+}
+
 std::string ineffective_note(const ineffective_switch& s) { return s.key + ": requested but ineffective: " + s.why; }
 
 // Switches that cannot take effect on this device become notes (or errors with --strict). With
@@ -43,6 +59,11 @@ void note_ineffective(const profile& p, bool on_cuda, bool strict, effective_set
   for (const auto& s : ineffective_switches(p, device_kind{on_cuda, e.device, true})) {
     if (strict) throw config_error("", s.key, "has no effect here (" + s.why + ") and --strict was given");
     e.notes.push_back(ineffective_note(s));
+  }
+  // Not ineffective as a whole: its layout and fused optimizer run on any device.
+  if (!on_cuda && p.backend.compile) {
+    e.notes.push_back(
+        compile_part_not_run("cuda_graph", "the device is " + e.device + "; a CUDA graph needs a CUDA device"));
   }
   // Not ineffective (it runs, and --strict allows it), but rarely what anyone wants measured.
   if (!on_cuda && p.train.amp == amp_mode::fp16)
@@ -190,6 +211,7 @@ step_options make_step_options(const profile& p, c10::Device device) {
   so.scaler = grad_scaler_enabled(p.train);
   so.accumulation = p.train.grad_accumulation;
   so.optimizer = p.train.optimizer;
+  so.fused_sgd = p.backend.compile;
   return so;
 }
 
@@ -200,7 +222,7 @@ batch_search_request search_request(const profile& p, c10::Device device) {
   r.num_classes = p.model.num_classes;
   r.image_size = p.data.image_size;
   r.channels_last = p.model.channels_last;
-  r.cuda_graph = p.backend.cuda_graph;
+  r.cuda_graph = p.backend.cuda_graph || p.backend.compile;
   r.input_buffers = p.transfer.copy_stream ? p.transfer.depth : 1;
   r.step = make_step_options(p, device);
   return r;
@@ -274,7 +296,9 @@ std::unique_ptr<trace_recorder> make_trace(const profile& p, const launch_info& 
 
 }  // namespace
 
-pipeline build_pipeline(const profile& p, const build_options& o, effective_settings& e, std::int64_t& parameters) {
+pipeline build_pipeline(const profile& requested, const build_options& o, effective_settings& e,
+                        std::int64_t& parameters) {
+  const profile p = with_compile_layout(requested);
   const c10::Device device = device_for_rank(p, o.launch);
   const bool on_cuda = device.is_cuda();
   if (on_cuda) make_device_current(device);  // before anything allocates, pins or syncs
@@ -294,11 +318,14 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   pipeline out;
   if (data_parallel(p, o.launch, o.strict, e)) out.group = std::make_unique<process_group>(o.launch, p.dist, device);
   if (out.group) check_same_profile(*out.group, p);
-  if (out.group && on_cuda && p.backend.cuda_graph) {
+  if (out.group && on_cuda && (p.backend.cuda_graph || p.backend.compile)) {
     const std::string why = "the gradient all-reduce runs from autograd hooks, which a captured graph does not replay";
-    if (o.strict)
-      throw config_error("", "backend.cuda_graph", "has no effect here (" + why + ") and --strict was given");
-    e.notes.push_back("backend.cuda_graph: requested but ineffective: " + why);
+    if (p.backend.cuda_graph) {
+      if (o.strict)
+        throw config_error("", "backend.cuda_graph", "has no effect here (" + why + ") and --strict was given");
+      e.notes.push_back("backend.cuda_graph: requested but ineffective: " + why);
+    }
+    if (p.backend.compile) e.notes.push_back(compile_part_not_run("cuda_graph", why));
   }
   std::int64_t batch = p.train.batch_size;
   if (p.train.batch_size_auto) {
@@ -313,7 +340,7 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   e.batch_size = batch;
   out.trace = make_trace(p, o.launch, batch);
   const bool host_data = p.data.source != data_source::device_synthetic;
-  const bool graph = on_cuda && p.backend.cuda_graph && !out.group;
+  const bool graph = on_cuda && (p.backend.cuda_graph || p.backend.compile) && !out.group;
   if (host_data) {
     std::unique_ptr<transfer_stage> decoder = device_decoder(p, device, o.strict, e);
     out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, decoder != nullptr, batch, out.trace.get(), e);
@@ -340,6 +367,20 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
   if (o.with_step) {
     resnet model = make_model(p, device, e);
     parameters = parameter_count(*model);
+    const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};
+    if (p.backend.compile) {
+      // In the order a step meets them; the graph is added below once it is built.
+      e.compile.push_back("channels_last");
+      fusion_request fr;
+      fr.device = device;
+      fr.amp = p.train.amp;
+      fr.channels_last = true;
+      fr.input_shape = shape;
+      const fusion_outcome fused = fuse_batch_norm(model, fr);
+      for (const auto& f : fused.applied) e.compile.push_back(f);
+      for (const auto& f : fused.ineffective) e.notes.push_back("backend.compile: " + f);
+      e.compile.push_back("fused_sgd");
+    }
     if (out.group) {
       // Every rank starts from rank 0's weights (and batch-norm statistics), as DDP does.
       std::vector<at::Tensor> state = model->parameters();
@@ -351,10 +392,10 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
     const step_options so = make_step_options(p, device);
     e.amp = to_string(p.train.amp);
     e.grad_scaler = so.scaler;
-    const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};
     out.step = graph ? make_graph_step(std::move(model), so, shape, p.model.channels_last)
                      : make_eager_step(std::move(model), so);
     e.cuda_graph = graph;
+    if (p.backend.compile && graph) e.compile.push_back("cuda_graph");
     if (graph && !host_data) {
       // The reused batch lives in the graph's static inputs, so the ceiling copies nothing.
       auto [images, labels] = out.step->static_inputs();
@@ -369,6 +410,18 @@ pipeline build_pipeline(const profile& p, const build_options& o, effective_sett
       e.transfer = out.transfer->describe();
     }
     e.step = out.step->describe();
+  }
+  if (o.with_step && p.measure.kernel_families) {
+    if (!on_cuda)
+      out.kernels_not_measured =
+          "the device is " + e.device +
+          ": CPU ops nest and share the intra-op threads, so their host times do not add up to the step; the "
+          "families are read from the profiler's CUDA kernel records";
+    else if (out.group)
+      out.kernels_not_measured =
+          "a data-parallel run: a profiled window on its own would leave the other ranks waiting in all-reduces";
+    else
+      out.kernels = make_kineto_recorder(device.index());
   }
   out.clock = on_cuda ? make_cuda_clock(device, out.transfer.get()) : make_host_clock();
   out.probe = on_cuda ? make_cuda_probe(device) : std::make_unique<device_probe>();

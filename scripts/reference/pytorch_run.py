@@ -9,7 +9,14 @@ torch.autocast + GradScaler, and torch.compile where the profile asks for a CUDA
 writes a report in trainbench's schema (tool name "pytorch-reference") so that
 `trainbench compare` can put the two side by side.
 
+backend.compile is what a PyTorch user writes for the same: torch.compile(model), the model and
+its input in channels_last, and torch.optim.SGD(fused=True) (scaled by GradScaler as a fused
+optimizer is); backend.cuda_graph alone is torch.compile(model) as before. With
+configs/ladder-plus (channels_last, cudnn.benchmark, TF32, fp16 or bf16, batch 512) and
+configs/best, the reference offers PyTorch's best configuration of the workload.
+
     scripts/reference/pytorch_run.py --config F [--set key=value ...] [--out R.json] [--data-only]
+                                     [--compile-mode MODE] [--compile-backend NAME]
 
 Started by torchrun with a profile whose dist.backend is set, it trains with
 DistributedDataParallel (bucket_cap_mb = dist.bucket_mb, broadcast_buffers=False as trainbench
@@ -232,6 +239,12 @@ class StreamPrefetcher:
         return x, y
 
 
+def describe_compile(kw):
+    """torch.compile(model) as called: the arguments that differ from its defaults."""
+    args = [f"{k}={v!r}" for k, v in kw.items() if (k, v) != ("backend", "inductor")]
+    return "torch.compile(model" + "".join(", " + a for a in args) + ")"
+
+
 def main():
     # A shell without job control starts background jobs with SIGINT ignored, and Python keeps it
     # so: a time limit's SIGINT would then never become the KeyboardInterrupt that writes the report.
@@ -242,6 +255,12 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--data-only", action="store_true", help="loader and transfer only (like trainbench bench-data)")
     ap.add_argument("--trainbench", default=ROOT / "build/trainbench")
+    ap.add_argument("--compile-mode", default=None,
+                    help="torch.compile's mode (default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs); "
+                         "default: torch.compile's own default")
+    ap.add_argument("--compile-backend", default="inductor",
+                    help="torch.compile's backend; 'aot_eager' traces forward and backward without generating "
+                         "kernels (a quick check that a profile compiles, not a measurement)")
     args = ap.parse_args()
 
     p, resolved = resolve(args)
@@ -265,7 +284,12 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = be["tf32"]
         torch.backends.cudnn.allow_tf32 = be["tf32"]
     batch = t["batch_size"]
-    fmt = torch.channels_last if p["model"]["channels_last"] else torch.contiguous_format
+    # backend.compile: as trainbench's switch, NHWC whatever model.channels_last says.
+    compiled = bool(be.get("compile", False))
+    graphed = be["cuda_graph"] or compiled
+    fmt = torch.channels_last if p["model"]["channels_last"] or compiled else torch.contiguous_format
+    if d["preprocess"] == "device" and not args.data_only:
+        notes.append("data.preprocess: device: the reference resizes and normalises on the host (torchvision transforms)")
 
     ds = make_dataset(p)
     it = None
@@ -309,8 +333,10 @@ def main():
         params = sum(q.numel() for q in model.parameters())
         forward_flops = count_forward_flops(mp, d["image_size"])
         o = t["optimizer"]
+        # fused=True: one multi-tensor kernel (torch._fused_sgd_), as trainbench's backend.compile.
+        fused = {"fused": True} if compiled else {"foreach": o["foreach"]}
         opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
-                              foreach=o["foreach"])
+                              **fused)
         scaler_on = t["grad_scaler"] == "on" or (t["grad_scaler"] == "auto" and amp == "fp16")
         scaler = torch.amp.GradScaler(device.type, enabled=scaler_on)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.bfloat16)  # unused when amp is off
@@ -318,9 +344,12 @@ def main():
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[device.index] if on_cuda else None, bucket_cap_mb=p["dist"]["bucket_mb"],
                 broadcast_buffers=False)
-            if be["cuda_graph"]:
+            if graphed:
                 notes.append("backend.cuda_graph: not combined with DDP here, as in trainbench")
-        net = torch.compile(model) if be["cuda_graph"] and not job else model
+        compile_kw = {"backend": args.compile_backend}
+        if args.compile_mode:
+            compile_kw["mode"] = args.compile_mode
+        net = torch.compile(model, **compile_kw) if graphed and not job else model
         k = t["grad_accumulation"]
         state = {"n": 0, "loss": None}
 
@@ -470,11 +499,14 @@ def main():
             "device": str(device), "device_name": gpu["name"] if gpu else "cpu",
             "intra_op_threads": torch.get_num_threads(), "loader_workers": d["workers"], "loader_slots": 0,
             "pin_memory": bool(d["pin_memory"] and on_cuda), "non_blocking": bool(nb), "copy_stream": bool(on_cuda and tr["copy_stream"]),
-            "cuda_graph": False, "cudnn_benchmark": bool(on_cuda and be["cudnn_benchmark"]), "tf32": bool(on_cuda and be["tf32"]),
-            "amp": amp, "grad_scaler": bool(step and scaler_on), "channels_last": p["model"]["channels_last"],
+            "cuda_graph": False,
+            "compile": (["channels_last", "torch.compile", "fused_sgd"] if compiled and not args.data_only else []),
+            "cudnn_benchmark": bool(on_cuda and be["cudnn_benchmark"]), "tf32": bool(on_cuda and be["tf32"]),
+            "amp": amp, "grad_scaler": bool(step and scaler_on), "channels_last": fmt == torch.channels_last,
             "preprocess": "host", "batch_size": batch, "dataset": type(ds).__name__ if ds is not None else "device-synthetic",
             "transfer": "DataLoader + .to()" + (" on a side stream" if on_cuda and tr["copy_stream"] else ""),
-            "step": ("torch.compile(model)" if be["cuda_graph"] else "eager") + ", torch.optim.SGD",
+            "step": (describe_compile(compile_kw) if graphed and not job else "eager")
+            + (", torch.optim.SGD(fused=True)" if compiled else ", torch.optim.SGD"),
             "clock": "time.perf_counter", "notes": notes,
         },
         "model": {"arch": p["model"]["arch"], "parameters": params, "input_shape": [3, d["image_size"], d["image_size"]],

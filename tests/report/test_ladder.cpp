@@ -331,7 +331,7 @@ TEST_CASE("ladder references: a --reference file with bad lines named, and the a
   const auto header = header_reference(read_text_file(tbtest::source_dir() / "configs/ladder/00-baseline.yaml"), stems);
   CHECK(header.size() == 8);
   CHECK(header.at("00-baseline") == 542.7);
-  CHECK(header.at("06-cuda-graph") == 2704.4);
+  CHECK(header.at("06-compile") == 2704.4);
   CHECK(header.at("07-stream-overlap") == 3173.4);
 }
 

@@ -81,6 +81,8 @@ struct backend_config {
   bool cudnn_benchmark = false;
   bool tf32 = false;
   bool cuda_graph = false;
+  // What a compiler does for this model family: NHWC, batch-norm fusions, fused SGD, one graph.
+  bool compile = false;
 };
 
 struct measure_config {
@@ -93,6 +95,7 @@ struct measure_config {
   double min_window_s = 0;  // 0: measured_batches per window; else more batches until a window lasts this long
   nvtx_level nvtx = nvtx_level::batch;
   std::string trace;  // Chrome trace-event JSON of every measured batch ("" off; {rank}: one file per rank)
+  bool kernel_families = true;  // one profiled window after the measured ones: device time per kernel family
 };
 
 struct report_config {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "trainbench/config/bounds.hpp"
 #include "trainbench/config/yaml_source.hpp"
@@ -419,6 +420,7 @@ void visit(V& v, profile& p) {
     v.field("cudnn_benchmark", p.backend.cudnn_benchmark);
     v.field("tf32", p.backend.tf32);
     v.field("cuda_graph", p.backend.cuda_graph);
+    v.field("compile", p.backend.compile);
   });
   v.block("measure", [&] {
     v.field("warmup_batches", p.measure.warmup_batches);
@@ -430,6 +432,7 @@ void visit(V& v, profile& p) {
     v.field("min_window_s", p.measure.min_window_s);
     v.choice("nvtx", p.measure.nvtx, {nvtx_level::off, nvtx_level::batch, nvtx_level::stage});
     v.field("trace", p.measure.trace);
+    v.field("kernel_families", p.measure.kernel_families);
   });
   v.block("report", [&] { v.field("path", p.report.path); });
   v.block("dist", [&] {
@@ -521,10 +524,14 @@ void validate(const reader& r, const profile& p) {
   require(p.dist.heartbeat_timeout_s == 0 || p.dist.heartbeat_timeout_s >= 0.5, "dist.heartbeat_timeout_s",
           "must be 0 (no heartbeat: only dist.timeout_s) or >= 0.5 seconds");
   require(p.dist.bucket_mb > 0, "dist.bucket_mb", "must be > 0");
-  if (p.backend.cuda_graph) {
-    require(p.train.grad_accumulation == 1, "backend.cuda_graph",
+  // backend.compile captures the step as backend.cuda_graph does (on CUDA), so it asks the same;
+  // the profile is valid or not whatever device it later runs on.
+  for (const auto& [on, key] : {std::pair<bool, const char*>{p.backend.cuda_graph, "backend.cuda_graph"},
+                                {p.backend.compile, "backend.compile"}}) {
+    if (!on) continue;
+    require(p.train.grad_accumulation == 1, key,
             "a graph captures one whole step; it cannot be combined with train.grad_accumulation > 1");
-    require(p.data.drop_last, "backend.cuda_graph", "a graph needs fixed shapes: set data.drop_last: true");
+    require(p.data.drop_last, key, "a graph needs fixed shapes: set data.drop_last: true");
   }
   require(!(p.train.batch_size_auto && p.dist.backend != dist_backend::none), "train.batch_size",
           "'auto' is not supported with data-parallel runs; give a number");

@@ -2,6 +2,7 @@
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/distributed/c10d_state.hpp"
+#include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {
@@ -21,6 +22,7 @@ std::unique_ptr<train_step> make_graph_step(resnet, const step_options&, const s
 }
 std::int64_t search_batch_size(const batch_search_request&, std::vector<std::pair<std::int64_t, bool>>&) { no_cuda(); }
 cuda_versions cuda_library_versions() { return {}; }
+std::unique_ptr<kernel_recorder> make_kineto_recorder(int) { no_cuda(); }
 std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_options&, std::string& why) {
   why = "this trainbench was built against a LibTorch without CUDA";
   return nullptr;

@@ -91,7 +91,9 @@ class state_snapshot {
 class graph_step final : public train_step {
  public:
   graph_step(resnet model, const step_options& o, const std::vector<std::int64_t>& shape, bool channels_last)
-      : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
+      : model_(std::move(model)),
+        options_(o),
+        optimizer_(make_step_optimizer(model_->parameters(), o.optimizer, o.fused_sgd)) {
     auto f = at::TensorOptions().device(o.device);
     static_images_ = at::zeros(shape, f.dtype(at::kFloat));
     if (channels_last) static_images_ = static_images_.contiguous(at::MemoryFormat::ChannelsLast);
@@ -119,9 +121,9 @@ class graph_step final : public train_step {
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
   const resnet& model() const override { return model_; }
   std::string describe() const override {
-    return "CUDA graph of forward + loss + backward + SGD" + std::string(scaler_ ? " + loss scaling" : "") +
-           " (captured before the first batch, after " + std::to_string(graph_warmup_steps) +
-           " eager warm-up steps on a side stream whose updates are undone)";
+    return "CUDA graph of forward + loss + backward + " + optimizer_->describe() +
+           std::string(scaler_ ? " + loss scaling" : "") + " (captured before the first batch, after " +
+           std::to_string(graph_warmup_steps) + " eager warm-up steps on a side stream whose updates are undone)";
   }
   std::pair<at::Tensor, at::Tensor> static_inputs() const override { return {static_images_, static_labels_}; }
 
@@ -134,10 +136,10 @@ class graph_step final : public train_step {
     }
     (scaler_ ? scaler_->scale(loss) : loss).backward();
     if (scaler_) {
-      optimizer_.step(scaler_->unscale(optimizer_.grads()));
+      optimizer_->step_scaled(*scaler_);
       scaler_->update();
     } else {
-      optimizer_.step();
+      optimizer_->step();
     }
     return loss.detach();
   }
@@ -146,7 +148,7 @@ class graph_step final : public train_step {
   std::vector<at::Tensor> step_state() const {
     std::vector<at::Tensor> state = model_->parameters();
     for (const auto& b : model_->buffers()) state.push_back(b);
-    for (const auto& b : optimizer_.momentum_buffers()) state.push_back(b);
+    for (const auto& b : optimizer_->state()) state.push_back(b);
     if (scaler_)
       for (const auto& t : scaler_->state()) state.push_back(t);
     return state;
@@ -170,10 +172,10 @@ class graph_step final : public train_step {
         // allocator blocks for this stream.
         c10::cuda::CUDAStreamGuard guard(side);
         for (int i = 0; i < graph_warmup_steps; ++i) {
-          optimizer_.zero_grad();
+          optimizer_->zero_grad();
           body();
         }
-        optimizer_.zero_grad();  // grads are allocated from the graph's pool during capture
+        optimizer_->zero_grad();  // grads are allocated from the graph's pool during capture
       }
       after.record(side);
       after.block(current);
@@ -203,7 +205,7 @@ class graph_step final : public train_step {
 
   resnet model_;
   step_options options_;
-  sgd optimizer_;
+  std::unique_ptr<step_optimizer> optimizer_;
   std::optional<grad_scaler> scaler_;
   at::Tensor static_images_, static_labels_, static_loss_;
   std::unique_ptr<step_graph> graph_;

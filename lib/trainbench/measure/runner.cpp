@@ -51,6 +51,38 @@ void runner::run() {
     if (auto s = p_.step->loss_scale(); s.defined()) result_.loss_scale = s.item<double>();
   }
   p_.probe->fill(result_.memory, result_.telemetry);
+  record_kernel_families();
+}
+
+// measure.kernel_families: one more window of batches, after everything measured was read, with
+// the profiler recording every kernel; its batches count nowhere else.
+void runner::record_kernel_families() {
+  if (!p_.step || !m_.kernel_families) return;
+  if (!p_.kernels) {
+    kernel_family_result k;
+    k.reason = p_.kernels_not_measured;
+    result_.kernel_families = k;
+    return;
+  }
+  // A profiler that cannot start or read its records costs the figure, not the run measured before.
+  const auto unavailable = [&](const std::exception& e) {
+    kernel_family_result k;
+    k.reason = std::string("the profiler failed: ") + e.what();
+    result_.kernel_families = k;
+  };
+  nvtx_range range(batch_ranges_, "kernel families");
+  try {
+    p_.kernels->start();
+  } catch (const std::exception& e) {
+    unavailable(e);
+    return;
+  }
+  for (int i = 0; i < window_batches_; ++i) run_batch(-1);
+  try {
+    result_.kernel_families = p_.kernels->stop(window_batches_);
+  } catch (const std::exception& e) {
+    unavailable(e);
+  }
 }
 
 // Without a model (bench-data) the loader's workers have filled the ring before the first batch

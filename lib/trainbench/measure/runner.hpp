@@ -9,6 +9,7 @@
 #include "trainbench/distributed/grad_sync.hpp"
 #include "trainbench/distributed/process_group.hpp"
 #include "trainbench/measure/clock.hpp"
+#include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/measure/probe.hpp"
 #include "trainbench/measure/trace.hpp"
 #include "trainbench/report/run_result.hpp"
@@ -33,6 +34,9 @@ struct pipeline {
   device_batch fixed;                             // device-synthetic's one batch
   std::unique_ptr<stage_clock> clock;
   std::unique_ptr<device_probe> probe;
+  // measure.kernel_families: null where they cannot be measured, with the reason beside it.
+  std::unique_ptr<kernel_recorder> kernels;
+  std::string kernels_not_measured;
   std::int64_t batch_size = 0;
 };
 
@@ -68,6 +72,7 @@ class runner {
   void read_loss(std::optional<double>& into);
   bool more_windows(std::size_t first, int done);
   void record_sync();
+  void record_kernel_families();
   void record_loader(const load_totals& delta, double elapsed);
   void record_device_decode(const device_decode_counts& before, const device_decode_counts& now);
 

@@ -5,6 +5,7 @@
 // switch again.
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct fusion_request {
   // On the CPU, run the fusions through the reference ops (plain ATen, the arithmetic the fused
   // kernels must match) instead of leaving the unfused ops: for tests of the seam.
   bool cpu_reference = false;
+  // N, C, H, W of every batch the model will see. The fused ops build their cuDNN graphs per shape
+  // on first use (the graph step's eager warm-up), so this is informational today.
+  std::vector<std::int64_t> input_shape;
 };
 
 struct fusion_outcome {

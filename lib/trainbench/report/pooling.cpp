@@ -239,6 +239,34 @@ void pool_dist(dist_result& into, const dist_result& d, int process,
   }
 }
 
+json kernel_families_state_json(const kernel_family_result& k) {
+  return {{"measured", k.measured}, {"reason", k.reason},   {"source", k.source},
+          {"batches", k.batches},   {"kernels", k.kernels}, {"seconds", k.seconds}};
+}
+
+kernel_family_result kernel_families_from(const json& j) {
+  kernel_family_result k;
+  k.measured = j.at("measured").get<bool>();
+  k.reason = j.at("reason").get<std::string>();
+  k.source = j.at("source").get<std::string>();
+  k.batches = j.at("batches").get<int>();
+  k.kernels = j.at("kernels").get<std::int64_t>();
+  k.seconds = j.at("seconds").get<std::map<std::string, double>>();
+  return k;
+}
+
+// Measured rounds add up (kernel time and batches); a round that measured nothing adds nothing.
+void pool_kernel_families(std::optional<kernel_family_result>& into, const kernel_family_result& k) {
+  if (!into || (!into->measured && k.measured)) {
+    into = k;
+    return;
+  }
+  if (!k.measured) return;
+  into->batches += k.batches;
+  into->kernels += k.kernels;
+  for (const auto& [family, s] : k.seconds) into->seconds[family] += s;
+}
+
 }  // namespace
 
 json run_result_to_json(const run_result& r) {
@@ -259,6 +287,7 @@ json run_result_to_json(const run_result& r) {
           {"dist", r.dist ? dist_json(*r.dist) : json(nullptr)},
           {"loader", r.loader ? loader_state_json(*r.loader) : json(nullptr)},
           {"device_decode", r.device_decode ? device_decode_state_json(*r.device_decode) : json(nullptr)},
+          {"kernel_families", r.kernel_families ? kernel_families_state_json(*r.kernel_families) : json(nullptr)},
           {"loss_first", opt(r.loss_first)},
           {"loss_last", opt(r.loss_last)},
           {"skipped_steps", opt(r.skipped_steps)},
@@ -296,7 +325,10 @@ run_result run_result_from_json(const json& j) {
   r.allreduce_launched_in_backward = j.at("allreduce_launched_in_backward").get<std::vector<double>>();
   if (!j.at("dist").is_null()) r.dist = dist_from(j["dist"]);
   if (j.contains("loader") && !j["loader"].is_null()) r.loader = loader_from(j["loader"]);
-  if (j.contains("device_decode") && !j["device_decode"].is_null()) r.device_decode = device_decode_from(j["device_decode"]);
+  if (j.contains("device_decode") && !j["device_decode"].is_null())
+    r.device_decode = device_decode_from(j["device_decode"]);
+  if (j.contains("kernel_families") && !j["kernel_families"].is_null())
+    r.kernel_families = kernel_families_from(j["kernel_families"]);
   r.loss_first = opt_from<double>(j, "loss_first");
   r.loss_last = opt_from<double>(j, "loss_last");
   r.skipped_steps = opt_from<std::int64_t>(j, "skipped_steps");
@@ -337,13 +369,15 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
     if (r.dist) {
       const bool first = !out.dist;
       if (first) out.dist.emplace();
-      const int gathered = first ? r.dist->ranks_in_results : std::min(out.dist->ranks_in_results, r.dist->ranks_in_results);
+      const int gathered =
+          first ? r.dist->ranks_in_results : std::min(out.dist->ranks_in_results, r.dist->ranks_in_results);
       pool_dist(*out.dist, *r.dist, process, allreduce_medians);
       // A process whose ranks could not be gathered holds one rank's windows: the pool says so.
       out.dist->ranks_in_results = gathered;
     }
     if (r.loader) pool_loader(out.loader, *r.loader);
     if (r.device_decode) pool_device_decode(out.device_decode, *r.device_decode);
+    if (r.kernel_families) pool_kernel_families(out.kernel_families, *r.kernel_families);
     if (!out.loss_first) out.loss_first = r.loss_first;
     if (r.loss_last) out.loss_last = r.loss_last;
     if (r.skipped_steps) out.skipped_steps = out.skipped_steps.value_or(0) + *r.skipped_steps;

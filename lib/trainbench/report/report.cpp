@@ -63,6 +63,7 @@ json effective_json(const effective_settings& e) {
           {"non_blocking", e.non_blocking},
           {"copy_stream", e.copy_stream},
           {"cuda_graph", e.cuda_graph},
+          {"compile", e.compile},
           {"cudnn_benchmark", e.cudnn_benchmark},
           {"tf32", e.tf32},
           {"amp", e.amp},
@@ -146,6 +147,26 @@ json device_decode_json(const device_decode_result& d) {
           {"submit_host_s", {{"route", h.route}, {"hardware", h.hardware}, {"cuda", h.cuda}, {"host", h.host}, {"crop", h.crop}}},
           {"replaced_samples", d.replaced_samples}, {"bytes_held", d.bytes_held},
           {"peak_bytes_held", d.peak_bytes_held},   {"windows", windows}};
+}
+
+// Each family's share of the profiled batches' kernel time, and that time per batch. Kernels on
+// several streams may overlap, so the time is device work summed, not elapsed.
+json kernel_families_json(const kernel_family_result& k) {
+  if (!k.measured) return {{"measured", false}, {"reason", k.reason}};
+  double total = 0;
+  for (const auto& [family, s] : k.seconds) total += s;
+  json shares = json::object(), per_batch = json::object();
+  for (const auto& [family, s] : k.seconds) {
+    shares[family] = total > 0 ? s / total : 0.0;
+    per_batch[family] = k.batches > 0 ? s / k.batches : 0.0;
+  }
+  return {{"measured", true},
+          {"source", k.source},
+          {"batches", k.batches},
+          {"kernels", k.kernels},
+          {"kernel_s_per_batch", k.batches > 0 ? total / k.batches : 0.0},
+          {"shares", shares},
+          {"s_per_batch", per_batch}};
 }
 
 json amp_json(const run_result& r) {
@@ -267,6 +288,7 @@ json results_json(const run_result& r) {
       {"telemetry", telemetry_json(r.telemetry)},
       {"loss", {{"first", opt(r.loss_first)}, {"last", opt(r.loss_last)}}},
       {"amp", amp_json(r)},
+      {"kernel_families", r.kernel_families ? kernel_families_json(*r.kernel_families) : json(nullptr)},
       {"distributed", r.dist ? dist_json(*r.dist, r) : json(nullptr)},
       {"loader", r.loader ? loader_json(*r.loader) : json(nullptr)},
       {"device_decode", r.device_decode ? device_decode_json(*r.device_decode) : json(nullptr)},

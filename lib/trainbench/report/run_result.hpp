@@ -113,6 +113,16 @@ struct device_decode_result {
   std::int64_t peak_bytes_held = 0;
 };
 
+// Each kernel family's device time in a profiled window after the measured ones (measure.kernel_families).
+struct kernel_family_result {
+  bool measured = false;
+  std::string reason;  // where not measured: why
+  std::string source;  // how it was measured
+  int batches = 0;     // profiled batches (summed over pooled processes)
+  std::int64_t kernels = 0;
+  std::map<std::string, double> seconds;  // family -> kernel seconds over the batches
+};
+
 struct run_result {
   std::vector<window_result> windows;
   std::vector<process_cost> processes;                  // one per fresh process; windows[i].process indexes it
@@ -126,6 +136,7 @@ struct run_result {
   std::optional<dist_result> dist;                     // data-parallel runs
   std::optional<loader_result> loader;                 // runs with a host loader
   std::optional<device_decode_result> device_decode;   // data.decode: device, where nvJPEG ran
+  std::optional<kernel_family_result> kernel_families;  // runs with a model (not bench-data)
   std::optional<double> loss_first, loss_last;
   std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
   std::optional<double> loss_scale;
@@ -149,6 +160,9 @@ struct effective_settings {
   bool non_blocking = false;
   bool copy_stream = false;
   bool cuda_graph = false;
+  // backend.compile: each of its parts that ran ("channels_last", the batch-norm fusions built
+  // for this device, "fused_sgd", "cuda_graph"); a part that could not run is in the notes.
+  std::vector<std::string> compile;
   bool cudnn_benchmark = false;
   bool tf32 = false;
   std::string amp = "off";

@@ -14,6 +14,7 @@ grad_scaler::grad_scaler(c10::Device device, scaler_options options) : options_(
   auto f = at::TensorOptions().device(device).dtype(at::kFloat);
   scale_ = at::full({}, options_.init_scale, f);
   inv_scale_ = at::full({}, 1.0, f);
+  unit_ = at::full({}, 1.0, f);
   growth_tracker_ = at::full({}, 0, f.dtype(at::kInt));
   found_inf_ = at::full({}, 0.0, f);
   keep_ = at::full({}, 1.0, f);
@@ -29,6 +30,16 @@ const at::Tensor& grad_scaler::unscale(const std::vector<at::Tensor>& grads) {
   at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale_);
   keep_.fill_(1.0).sub_(found_inf_);
   return keep_;
+}
+
+// GradScaler._check_inf_per_device: the unscale kernel with an inverse scale of 1 (the
+// gradients keep their values), for its found_inf.
+const at::Tensor& grad_scaler::find_inf(const std::vector<at::Tensor>& grads) {
+  at::NoGradGuard no_grad;
+  found_inf_.zero_();
+  at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, unit_);
+  keep_.fill_(1.0).sub_(found_inf_);
+  return found_inf_;
 }
 
 void grad_scaler::update() {

@@ -23,6 +23,11 @@ class grad_scaler {
   // Unscales in place and returns keep = 1 - found_inf: a 0-dim float tensor on the device, the
   // shape the foreach ops take as a tensor scalar.
   const at::Tensor& unscale(const std::vector<at::Tensor>& grads);
+  // For a fused optimizer that unscales and skips in its own kernel: only checks the gradients
+  // for inf/nan (leaving them scaled) and returns found_inf, 0 or 1, as torch.amp.GradScaler does
+  // before it hands scale and found_inf to optimizer.step(). keep is updated too.
+  const at::Tensor& find_inf(const std::vector<at::Tensor>& grads);
+  const at::Tensor& found_inf() const { return found_inf_; }
   // Grows or backs off the scale and counts a skipped step, as GradScaler.update() does.
   void update();
   const at::Tensor& scale_tensor() const { return scale_; }
@@ -33,7 +38,7 @@ class grad_scaler {
 
  private:
   scaler_options options_;
-  at::Tensor scale_, inv_scale_, growth_tracker_, found_inf_, keep_, skipped_;
+  at::Tensor scale_, inv_scale_, unit_, growth_tracker_, found_inf_, keep_, skipped_;
 };
 
 }  // namespace trainbench

@@ -7,6 +7,9 @@
 #include <ATen/ops/lerp.h>
 #include <ATen/ops/zeros_like.h>
 
+#include "trainbench/stages/fused_sgd.hpp"
+#include "trainbench/stages/grad_scaler.hpp"
+
 namespace trainbench {
 
 sgd::sgd(std::vector<at::Tensor> params, const optimizer_config& cfg) : params_(std::move(params)), cfg_(cfg) {
@@ -91,6 +94,49 @@ void sgd::step_foreach(const step_lists& l, const at::Tensor& keep) {
   }
   if (keep.defined()) d = at::_foreach_mul(d, keep);
   at::_foreach_add_(l.params, d, -cfg_.lr);
+}
+
+namespace {
+
+class eager_sgd final : public step_optimizer {
+ public:
+  eager_sgd(std::vector<at::Tensor> params, const optimizer_config& cfg)
+      : sgd_(std::move(params), cfg), foreach_(cfg.foreach) {}
+  void step() override { sgd_.step(); }
+  void step_scaled(grad_scaler& scaler) override { sgd_.step(scaler.unscale(sgd_.grads())); }
+  void zero_grad() override { sgd_.zero_grad(); }
+  std::vector<at::Tensor> state() const override { return sgd_.momentum_buffers(); }
+  std::string describe() const override { return foreach_ ? "foreach SGD" : "per-parameter SGD"; }
+
+ private:
+  sgd sgd_;
+  bool foreach_;
+};
+
+// As torch.amp.GradScaler.step() with a fused optimizer: found_inf from a check that leaves the
+// gradients scaled, then the kernel unscales by the scale itself and skips on found_inf.
+class fused_step_sgd final : public step_optimizer {
+ public:
+  fused_step_sgd(std::vector<at::Tensor> params, const optimizer_config& cfg) : sgd_(std::move(params), cfg) {}
+  void step() override { sgd_.step(); }
+  void step_scaled(grad_scaler& scaler) override {
+    const at::Tensor& found_inf = scaler.find_inf(sgd_.grads());
+    sgd_.step(scaler.scale_tensor(), found_inf);
+  }
+  void zero_grad() override { sgd_.zero_grad(); }
+  std::vector<at::Tensor> state() const override { return sgd_.momentum_buffers(); }
+  std::string describe() const override { return "fused SGD (at::_fused_sgd_)"; }
+
+ private:
+  fused_sgd sgd_;
+};
+
+}  // namespace
+
+std::unique_ptr<step_optimizer> make_step_optimizer(std::vector<at::Tensor> params, const optimizer_config& cfg,
+                                                    bool fused) {
+  if (fused) return std::make_unique<fused_step_sgd>(std::move(params), cfg);
+  return std::make_unique<eager_sgd>(std::move(params), cfg);
 }
 
 }  // namespace trainbench

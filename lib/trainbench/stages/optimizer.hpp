@@ -6,6 +6,8 @@
 // without a host sync.
 #include <ATen/core/Tensor.h>
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
@@ -33,5 +35,26 @@ class sgd {
   std::vector<at::Tensor> params_, buffers_;
   optimizer_config cfg_;
 };
+
+class grad_scaler;
+
+// What a training step needs of its optimizer, whichever runs: the eager `sgd` (per-parameter or
+// foreach) or backend.compile's `fused_sgd`. The step chooses once, when it is built.
+class step_optimizer {
+ public:
+  virtual ~step_optimizer() = default;
+  virtual void step() = 0;
+  // An fp16 step: unscale the gradients, skip the whole update where one is inf/nan (on the
+  // device, no host sync), step. The caller updates the scaler afterwards.
+  virtual void step_scaled(grad_scaler& scaler) = 0;
+  virtual void zero_grad() = 0;
+  // Tensors the step changes in place beside the parameters (momentum buffers).
+  virtual std::vector<at::Tensor> state() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// fused: at::_fused_sgd_ (backend.compile); otherwise `sgd`, per-parameter or foreach as cfg says.
+std::unique_ptr<step_optimizer> make_step_optimizer(std::vector<at::Tensor> params, const optimizer_config& cfg,
+                                                    bool fused);
 
 }  // namespace trainbench

@@ -18,7 +18,9 @@ namespace {
 class eager_step final : public train_step {
  public:
   eager_step(resnet model, const step_options& o)
-      : model_(std::move(model)), options_(o), optimizer_(model_->parameters(), o.optimizer) {
+      : model_(std::move(model)),
+        options_(o),
+        optimizer_(make_step_optimizer(model_->parameters(), o.optimizer, o.fused_sgd)) {
     if (o.scaler) scaler_.emplace(o.device);
   }
 
@@ -37,26 +39,24 @@ class eager_step final : public train_step {
   void optimizer_step() override {
     if (++micro_batches_ % options_.accumulation != 0) return;  // accumulate until the k-th
     if (scaler_) {
-      optimizer_.step(scaler_->unscale(optimizer_.grads()));
+      optimizer_->step_scaled(*scaler_);
       scaler_->update();
     } else {
-      optimizer_.step();
+      optimizer_->step();
     }
-    optimizer_.zero_grad();
+    optimizer_->zero_grad();
   }
 
   at::Tensor last_loss() const override { return loss_.detach(); }
   at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
   at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
   const resnet& model() const override { return model_; }
-  std::string describe() const override {
-    return std::string("eager") + (options_.optimizer.foreach ? ", foreach SGD" : ", per-parameter SGD");
-  }
+  std::string describe() const override { return "eager, " + optimizer_->describe(); }
 
  private:
   resnet model_;
   step_options options_;
-  sgd optimizer_;
+  std::unique_ptr<step_optimizer> optimizer_;
   std::optional<grad_scaler> scaler_;
   at::Tensor loss_;
   std::int64_t micro_batches_ = 0;

@@ -39,6 +39,7 @@ struct step_options {
   bool scaler = false;
   int accumulation = 1;
   optimizer_config optimizer;
+  bool fused_sgd = false;  // backend.compile: at::_fused_sgd_ instead of `sgd`
 };
 
 std::unique_ptr<train_step> make_eager_step(resnet model, const step_options& options);
