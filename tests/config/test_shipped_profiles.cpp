@@ -101,7 +101,7 @@ TEST_CASE("every shipped profile passes --strict on the device it is written for
   }
 }
 
-TEST_CASE("--strict's rules on CUDA, judged on the CPU: a copy stream with pageable memory") {
+TEST_CASE("the rules of --strict on CUDA, judged on the CPU: a copy stream with pageable memory") {
   profile p;
   p.data.source = data_source::synthetic;
   p.transfer.copy_stream = true;
