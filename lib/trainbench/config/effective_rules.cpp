@@ -18,10 +18,13 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
     ineffective(p.backend.tf32, "backend.tf32", why);
   } else if (folder && p.data.decode == decode_place::device && device.device_decode) {
     // nvJPEG decodes on the device: the transfer is the decode. With a copy stream it runs one
-    // batch ahead on a side stream, whatever memory the file bytes are in; data.pin_memory puts
-    // them in the pinned file ring.
+    // batch ahead on a side stream; data.pin_memory puts the file bytes in the pinned file ring.
+    // From pageable memory their copies block the host, which then cannot run ahead.
     ineffective(p.transfer.non_blocking && !p.transfer.copy_stream, "transfer.non_blocking",
                 "with data.decode: device the decode runs on the compute stream; transfer.copy_stream moves it aside");
+    ineffective(p.transfer.copy_stream && !p.data.pin_memory, "transfer.copy_stream",
+                "nvJPEG's copies of file bytes in pageable memory block the host until done, so the decode "
+                "cannot run ahead; set data.pin_memory: true (the pinned file ring)");
   } else {
     const bool no_host_data = p.data.source == data_source::device_synthetic;
     ineffective(no_host_data && p.data.pin_memory, "data.pin_memory", "device-synthetic data never leaves the device");

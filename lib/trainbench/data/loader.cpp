@@ -1,5 +1,6 @@
 #include "trainbench/data/loader.hpp"
 
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
@@ -59,7 +60,10 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
       const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
       s.batch.images = at::empty({b, 3, options_.image_size, options_.image_size}, opts.dtype(at::kFloat), format);
     }
-    s.batch.labels = at::empty({b}, opts.dtype(at::kLong));
+    // With nvJPEG the labels still cross on the copy stream: pinned, so that copy never blocks the
+    // host (the file bytes are pinned only with data.pin_memory, in the file ring).
+    const bool pin_labels = pinned_ || (options_.encoded && at::hasCUDA());
+    s.batch.labels = at::empty({b}, opts.dtype(at::kLong).pinned_memory(pin_labels));
     s.batch.slot = i;
     s.next_index = i;
   }

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 namespace trainbench {
@@ -177,6 +178,10 @@ process_group::process_group(const launch_info& launch, const dist_config& dist,
 
 process_group::~process_group() {
   try {
+    // Destroyed while an exception unwinds (an interrupt, an out-of-memory error, a data error),
+    // an all-reduce may still be queued on the stream with a lost peer: NCCL's shutdown() would
+    // wait for it, abort() does not.
+    if (std::uncaught_exceptions() > 0) failed_ = true;
     shutdown();
   } catch (...) {
     // shutdown() reports its own failures; nothing may leave a destructor.
@@ -203,6 +208,12 @@ void process_group::shutdown() {
       state_->backend->shutdown();
   } catch (const std::exception& e) {
     log_warn(who() + ": shutting the " + backend_name_ + " process group down failed: " + error_text(e));
+    if (!failed_) {
+      try {
+        state_->backend->abort();  // else its destructor warns and aborts anyway
+      } catch (...) {
+      }
+    }
   }
 }
 
