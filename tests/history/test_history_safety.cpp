@@ -81,7 +81,7 @@ TEST_CASE("history: a series id that is not trainbench's is refused on read, nev
 
 TEST_CASE("history: the index page escapes every attribute it writes", "[history]") {
   series_view v;
-  v.series = {"id'><b>x</b>", "hash", "name<i>", "cpu: 'host'"};
+  v.series = {"id'><b>x</b>", "hash", "name<i>", "cpu: 'host'", "workload<s>"};
   v.branch = "main";
   const std::string html = history_index_html({v}, "db'<u>");
   CHECK(html.find("<b>x</b>") == std::string::npos);
