@@ -113,8 +113,16 @@ TEST_CASE("plan: from a report of both levels, the processes and windows a budge
   INFO(folder.output);
   REQUIRE(folder.code == 0);
   CHECK(json::parse(folder.output.substr(folder.output.find('{')))["measured"]["processes"] == 3);
-  // A folder of two profiles is not one plan (the --processes report's profile says measure.processes: 3).
-  fs::copy_file(dir / "tiny.json", dir / "loop" / "other.json");
+  // The --processes report of the same workload joins them (how many processes measured it is the
+  // plan, not the workload); a report of another batch size is another profile.
+  fs::copy_file(dir / "tiny.json", dir / "loop" / "same.json");
+  const auto joined = tbtest::run_cli("plan '" + (dir / "loop").string() + "' --format json");
+  INFO(joined.output);
+  REQUIRE(joined.code == 0);
+  CHECK(json::parse(joined.output.substr(joined.output.find('{')))["measured"]["processes"] == 6);
+  REQUIRE(tbtest::run_cli("run -q -c '" + file + "' --set train.batch_size=2 --set measure.repeats=3 --out '" +
+                          (dir / "loop" / "other.json").string() + "'")
+              .code == 0);
   const auto mixed = tbtest::run_cli("plan '" + (dir / "loop").string() + "'");
   CHECK(mixed.code == 2);
   CHECK(mixed.output.find("more than one profile") != std::string::npos);

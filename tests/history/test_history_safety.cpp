@@ -120,7 +120,7 @@ TEST_CASE("gate markdown: text from files renders as itself, the database as its
   CHECK(r.output.find("x\\<script\\>alert(1)\\</script\\> \\*\\*bold\\*\\*") != std::string::npos);
   CHECK(r.output.find("`driver 570.86 -> 575.51<img src=x>`") != std::string::npos);  // inside a code span
   CHECK(r.output.find("private-folder") == std::string::npos);
-  CHECK(r.output.find(" in h.sqlite: process level") != std::string::npos);
+  CHECK(r.output.find(" in h.sqlite: run level") != std::string::npos);
   CHECK(r.output.find("**SLOWER**") != std::string::npos);
 }
 

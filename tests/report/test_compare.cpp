@@ -419,6 +419,22 @@ TEST_CASE("compare matches what was measured and the world size, not only the pr
   CHECK(compare_reports({data}, {old}, options(3, 0.05)).rows.size() == 1);
 }
 
+TEST_CASE("one rank's windows of a two-rank job are not compared with the job's: the candidate measured nothing") {
+  const std::vector<double> r{100, 101, 99, 100.5, 99.5};
+  json job = fake_report("a", "h", times(r, 2));
+  job["results"]["distributed"] = {{"world_size", 2}, {"ranks_in_results", 2}};
+  json one_rank = fake_report("a", "h", r);  // half the job's rate, no slower per rank
+  one_rank["status"] = "error";
+  one_rank["results"]["distributed"] = {{"world_size", 2}, {"ranks_in_results", 1}};
+  const auto c = compare_reports({job}, {one_rank}, options(3, 0.05));
+  REQUIRE(c.rows.size() == 1);  // the same job, so the same row
+  CHECK(c.rows[0].candidate.empty());
+  CHECK(c.rows[0].result == verdict::ambiguous);  // never SLOWER; compare_command fails it: no window
+  bool said = false;
+  for (const auto& w : c.warnings) said = said || w.find("1 of its 2 ranks' windows") != std::string::npos;
+  CHECK(said);
+}
+
 TEST_CASE("reports from before processes load: without process ids a report is one process") {
   json old = fake_report("a", "h", {100, 101, 99, 100.5, 99.5});
   for (auto& w : old["results"]["repeats"]) w.erase("process");

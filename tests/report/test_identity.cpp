@@ -61,6 +61,9 @@ TEST_CASE("identity: a workload key, the kind of measurement and the world size 
   CHECK(identity_of(report_of(p, "bench-data")).key() != key);
   CHECK(identity_of(report_of(p, "run", 2)).key() != identity_of(report_of(p, "run", 1)).key());
   CHECK(identity_of(report_of(p, "run", 1)).key() == key);  // one rank is a one-process run
+  json one_rank = report_of(p, "run", 2);  // a two-rank job whose ranks could not be gathered
+  one_rank["results"]["distributed"]["ranks_in_results"] = 1;
+  CHECK(identity_of(one_rank).key() == identity_of(report_of(p, "run", 2)).key());
 }
 
 TEST_CASE("identity: a key a later release adds with its default changes nothing; one this release lacks counts") {

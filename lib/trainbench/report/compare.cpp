@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "trainbench/config/profile_diff.hpp"
@@ -41,6 +42,16 @@ std::string context_key(const json& r, const char* key) {
   if (std::string(key) == "gpu") return c.at("gpu").is_null() ? "none" : c.at("gpu").value("name", "?");
   if (std::string(key) == "driver") return c.at("gpu").is_null() ? "none" : c.at("gpu").value("driver", "?");
   return c.value(key, "?");
+}
+
+// A data-parallel run whose ranks could not be gathered holds one rank's windows, a W-th of the
+// job's samples: "1 of its 2 ranks' windows", else nothing.
+std::optional<std::string> one_rank_of_job(const json& r) {
+  const json& d = r.at("results").value("distributed", json(nullptr));
+  if (!d.is_object()) return std::nullopt;
+  const int world = d.value("world_size", 1), gathered = d.value("ranks_in_results", world);
+  if (gathered >= world) return std::nullopt;
+  return std::to_string(gathered) + " of its " + std::to_string(world) + " ranks' windows";
 }
 
 bool measured(const pair_row& r) { return !r.base.empty() && !r.candidate.empty(); }
@@ -190,6 +201,11 @@ std::vector<side_profile> pool_side(const std::vector<json>& reports, const char
     } else if (hash_of(r) != hash_of(*it->first)) {
       warnings.push_back("'" + name_of(r) + "' pooled with '" + name_of(*it->first) + "' on the " + side +
                          " side: the same workload, measured with another plan or under another name");
+    }
+    if (const auto partial = one_rank_of_job(r)) {
+      warnings.push_back("'" + name_of(r) + "': the " + side + " report holds " + *partial +
+                         "; its windows are not the job's and are left out");
+      continue;
     }
     add_report(*it, r);
   }

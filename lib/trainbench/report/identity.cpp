@@ -35,7 +35,9 @@ int world_size_of(const json& report) {
   if (!report.contains("results") || !report["results"].is_object()) return 1;
   const json& d = report["results"].value("distributed", json(nullptr));
   if (!d.is_object()) return 1;
-  return d.value("ranks_in_results", d.value("world_size", 1));
+  // The job's size, not how many ranks' windows were gathered: a run whose ranks could not be
+  // gathered stays in its job's series, where history and compare say why it is not judged.
+  return d.value("world_size", 1);
 }
 
 workload_identity identity_of(const json& report) {

@@ -17,7 +17,7 @@ struct workload_identity {
   std::vector<std::string> keys;
   std::string workload;     // 16 hex digits over `keys` (or over the report's hashes, below)
   std::string measurement;  // run | bench-data | bottleneck-loop | bottleneck-ceiling
-  int world_size = 1;       // the ranks whose samples the windows hold
+  int world_size = 1;       // the data-parallel job's world size (1: one process)
   bool from_resolved = true;  // false: the report held no resolved profile; workload is its workload_hash (or hash)
   // The series key: workload, measurement and world size, as 16 hex digits.
   std::string key() const;
@@ -30,8 +30,8 @@ workload_identity identity_of(const nlohmann::json& report);
 // What a report measured: "run", "bench-data", "bottleneck-loop" or "bottleneck-ceiling"
 // (reports before the field: "bench-data" when they had no model, else "run").
 std::string measurement_of(const nlohmann::json& report);
-// The ranks whose samples the report's windows hold: the data-parallel job's world size once
-// its ranks were gathered, 1 for a one-process run or a run whose ranks could not be gathered.
+// The data-parallel job's world size, 1 for a one-process run. A run whose ranks could not be
+// gathered (ranks_in_results below it) keeps its job's size: it is that job, measured in part.
 int world_size_of(const nlohmann::json& report);
 
 // The measurement-plan keys left out of the identity, as key prefixes ("measure" is measure.*).
