@@ -57,10 +57,14 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   no.image_size = 64;
   no.mean = {0.485, 0.456, 0.406};
   no.std = {0.229, 0.224, 0.225};
+  no.channels_last = GENERATE(false, true);  // the fused kernel writes NCHW or NHWC
+  INFO("channels_last " << no.channels_last);
   std::string why;
   auto decoder = make_nvjpeg_transfer(device, no, why);
   INFO(why);
   REQUIRE(decoder);
+  // The fused crop kernel passed its check against the host path's floats at construction.
+  CHECK_THAT(decoder->describe(), Catch::Contains("in one fused kernel per batch"));
   batch_loader host(ds, options(false)), files(ds, options(true));
   for (int b = 0; b < 4; ++b) {
     const host_batch& h = host.next();

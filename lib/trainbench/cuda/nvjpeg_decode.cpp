@@ -18,6 +18,8 @@
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
+#include "trainbench/cuda/fused_crop.hpp"
+#include "trainbench/data/fused_crop.hpp"
 #include "trainbench/data/jpeg.hpp"
 #include "trainbench/data/load_timing.hpp"
 #include "trainbench/stages/device_decode.hpp"
@@ -189,6 +191,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     auto opts = at::TensorOptions().dtype(at::kFloat);
     scale_ = at::tensor(scale, opts).view({1, 3, 1, 1}).to(device);
     bias_ = at::tensor(bias, opts).view({1, 3, 1, 1}).to(device);
+    norm_ = fused_normalizer(normalizer(o.mean, o.std));
+    fused_ = fused_crop_holds(fused_why_);
+    if (!fused_) log_warn("nvjpeg: the fused crop kernel is not used, each image is cropped by ATen ops: " + fused_why_);
   }
 
   // nvJPEG's engines may still be writing the pixel arena, and the model's stream may still read
@@ -223,7 +228,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
-           "): batched decode, then crop, resize, flip and normalise on " +
+           "): batched decode, then crop, resize, flip and normalise " +
+           (fused_ ? "in one fused kernel per batch" : "by ATen ops per image (" + fused_why_ + ")") + " on " +
            (side_ ? "a side stream, one batch ahead" : "the compute stream") +
            "; files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
@@ -248,7 +254,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
         const std::int64_t from = source_[static_cast<std::size_t>(i)];
         if (from != i) labels[i].copy_(labels[from], true);
       }
-      crop_batch(e, n, out);
+      crop_batch(e, n, out, stream);
     }
     ready_[slot].record(stream);
     // The loader refills the slot's file bytes, and its file ring reuses their block, only after
@@ -512,13 +518,71 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   // The decoded images (arena_, image k's RGB rows at layout_.offsets[k], e.infos[k] in size)
   // into the batch `out` ([n, 3, S, S] float, channels_last when asked): position i takes image
-  // source_[i] through its plan e.plans[source_[i]] (crop box, resize, flip), then mean/std
-  // (scale_, bias_), all on the decode stream. This is the one place the fused
-  // crop-resize-flip-normalise kernel goes: one launch over the batch with the same inputs
-  // replaces the loop and the normalisation below; the loop stays as its eager twin.
-  void crop_batch(const encoded_batch& e, std::int64_t n, at::Tensor out) {
-    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
-    out.mul_(scale_).add_(bias_);
+  // source_[i] through its plan e.plans[source_[i]] (crop box, resize, flip), then mean/std, all
+  // on the decode stream: one launch of the fused kernel (cuda/fused_crop.hpp, the host path's
+  // arithmetic), or, where its check at construction failed, the per-image ATen ops.
+  void crop_batch(const encoded_batch& e, std::int64_t n, at::Tensor out, c10::cuda::CUDAStream stream) {
+    if (!fused_) {
+      for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
+      out.mul_(scale_).add_(bias_);
+      return;
+    }
+    jobs_.resize(static_cast<std::size_t>(n));  // keeps its capacity: no allocation after the first batch
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::size_t from = static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]);
+      const jpeg_info& info = e.infos[from];
+      fused_crop_job& job = jobs_[static_cast<std::size_t>(i)];
+      job.pixels = arena_.data_ptr<std::uint8_t>() + layout_.offsets[from];
+      job.pitch = static_cast<std::int64_t>(info.width) * 3;
+      job.width = info.width;
+      job.height = info.height;
+      job.channels = 3;
+      job.plan = fused_plan(e.plans[from]);
+    }
+    crop_kernel_.launch(jobs_.data(), static_cast<int>(n), batch_output(out), norm_, stream.stream());
+  }
+
+  // The batch tensor as the kernel's output: float32, NCHW or NHWC (channels_last), slot i at
+  // element i * 3 * S * S.
+  fused_crop_output batch_output(const at::Tensor& out) const {
+    const int s = options_.image_size;
+    return {out.data_ptr(), 3LL * s * s, s, options_.channels_last ? crop_layout::nhwc : crop_layout::nchw,
+            crop_dtype::float32};
+  }
+
+  // Before the first batch: the kernel crops a made-up image (odd sizes; a train crop shrunk with
+  // flip, one enlarged, an eval resize) on this device and must give the host path's floats (data/fused_crop.hpp's
+  // reference, which equals crop_resampler bit for bit). A kernel that fails to launch or differs
+  // leaves the ATen ops, and `why` says so. The one host sync is here, never in a window.
+  bool fused_crop_holds(std::string& why) {
+    try {
+      const int w = 517, h = 389, s = options_.image_size;
+      std::vector<std::uint8_t> pixels(static_cast<std::size_t>(w) * h * 3);
+      for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = static_cast<std::uint8_t>((k * 37 + k / 7) % 256);
+      const at::Tensor host_pixels = at::from_blob(pixels.data(), {static_cast<std::int64_t>(pixels.size())}, at::kByte);
+      const at::Tensor device_pixels = host_pixels.to(device_);
+      const resize_plan plans[3] = {train_plan({10, 21, 301, 453}, s, true), train_plan({3, 5, 40, 57}, s, false),
+                                    eval_plan(h, w, s)};
+      fused_crop_job jobs[3];
+      for (int i = 0; i < 3; ++i) jobs[i] = {device_pixels.data_ptr<std::uint8_t>(), 3LL * w, w, h, 3, fused_plan(plans[i])};
+      const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+      at::Tensor expected = at::empty({3, 3, s, s}, at::TensorOptions().dtype(at::kFloat), format);
+      fused_crop_output host_out = batch_output(expected);
+      for (int i = 0; i < 3; ++i) {
+        fused_crop_job on_host = jobs[i];
+        on_host.pixels = pixels.data();
+        fused_crop_reference(on_host, i, host_out, norm_);
+      }
+      at::Tensor got = at::empty({3, 3, s, s}, at::TensorOptions().device(device_).dtype(at::kFloat), format);
+      const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+      crop_kernel_.launch(jobs, 3, batch_output(got), norm_, stream.stream());
+      const double diff = (got.cpu() - expected).abs().max().item<double>();  // waits for the kernel
+      if (diff <= 1e-5) return true;
+      why = "on this device it differs from the host path's floats by up to " + std::to_string(diff);
+    } catch (const std::exception& e) {
+      why = std::string("it failed on this device: ") + e.what();
+    }
+    return false;
   }
 
   // The host plan on the device: rows and columns [lo, hi) resized to out_total, then
@@ -559,7 +623,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::vector<pending> pending_;
   jpeg_decoder host_;
   device_decode_counts counts_;
-  at::Tensor scale_, bias_;
+  at::Tensor scale_, bias_;                // the ATen ops' normalisation
+  fused_crop_normalizer norm_;             // the kernel's, the same numbers
+  bool fused_ = false;                     // the fused kernel crops (its check at construction passed)
+  std::string fused_why_;                  // else why not
+  std::vector<fused_crop_job> jobs_;       // one per image of the batch being cropped
+  fused_crop_launcher crop_kernel_;        // declared last: destroyed first, after the device sync above
 };
 
 }  // namespace
