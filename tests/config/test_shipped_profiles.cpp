@@ -36,7 +36,7 @@ std::vector<std::pair<std::string, std::string>> gpu_test_profiles(const fs::pat
 
 }  // namespace
 
-TEST_CASE("every profile a [gpu] test writes loads on the CPU") {
+TEST_CASE("every profile a GPU test writes loads on the CPU") {
   const auto dir = tbtest::scratch("gpu-test-profiles");
   int i = 0;
   for (const auto& [name, yaml] : gpu_test_profiles(dir)) {

@@ -115,7 +115,7 @@ device_batch batch(int i, std::int64_t n, std::int64_t size) {
 
 }  // namespace
 
-TEST_CASE("fused batch norm [gpu]: cuDNN batch norm + ReLU and + add + ReLU match the reference in fp16, bf16 and fp32",
+TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU match the reference in fp16, bf16 and fp32",
           "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
@@ -147,7 +147,7 @@ TEST_CASE("fused batch norm [gpu]: cuDNN batch norm + ReLU and + add + ReLU matc
   }
 }
 
-TEST_CASE("fused batch norm [gpu]: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
+TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
     for (const bool add : {false, true}) {
@@ -191,7 +191,7 @@ TEST_CASE("fused batch norm [gpu]: forward and backward captured in a CUDA graph
   }
 }
 
-TEST_CASE("fused batch norm [gpu]: ResNet-18 and ResNet-50 with fused batch norm train like the unfused model, fp16 and bf16",
+TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch norm train like the unfused model, fp16 and bf16",
           "[gpu]") {
   require_cuda();
   for (const std::string arch : {"resnet18", "resnet50"}) {
@@ -250,7 +250,7 @@ TEST_CASE("fused batch norm [gpu]: ResNet-18 and ResNet-50 with fused batch norm
   }
 }
 
-TEST_CASE("fused batch norm [gpu]: the CUDA graph step with fused batch norm trains like the fused eager step, fp16",
+TEST_CASE("fused batch norm on the GPU: the CUDA graph step with fused batch norm trains like the fused eager step, fp16",
           "[gpu]") {
   require_cuda();
   auto [graphed, eager] = twins("resnet18");

@@ -209,7 +209,7 @@ step_options r50_twin_options(c10::Device device, amp_mode amp) {
   return o;
 }
 
-TEST_CASE("ResNet-50 in the [gpu] graph twin test's setup trains to finite losses on the CPU (fp32)") {
+TEST_CASE("ResNet-50 in the GPU graph twin test's setup trains to finite losses on the CPU (fp32)") {
   at::manual_seed(0);
   resnet model = make_resnet("resnet50", 10);
   model->train();
