@@ -310,5 +310,13 @@ TEST_CASE("fused crop launcher: a bad job or output is refused before anything r
   j.plan = fused_plan(train_plan({0, 0, 1, 2000}, 8, false));
   CHECK_THROWS_WITH(launcher.launch(&j, 1, out, {}, nullptr), Catch::Contains("shared memory"));
   CHECK(launcher.tables() == 0);
+  // fits() says so beforehand, so the device crop stage crops such a batch by other means.
+  CHECK_FALSE(fused_crop_launcher::fits(&j, 1));
+  CHECK(fused_crop_launcher::fits(jobs.data(), 1));
+  const fused_crop_job mixed[2] = {jobs[0], j};
+  CHECK_FALSE(fused_crop_launcher::fits(mixed, 2));
+  // 1000 columns to 8: 251 taps, within a block's shared memory.
+  j.plan = fused_plan(train_plan({0, 0, 1, 1000}, 8, false));
+  CHECK(fused_crop_launcher::fits(&j, 1));
 }
 #endif

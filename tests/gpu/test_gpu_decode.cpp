@@ -58,7 +58,8 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   no.mean = {0.485, 0.456, 0.406};
   no.std = {0.229, 0.224, 0.225};
   no.channels_last = GENERATE(false, true);  // the fused kernel writes NCHW or NHWC
-  INFO("channels_last " << no.channels_last);
+  no.copy_stream = GENERATE(false, true);    // on the compute stream or a side stream
+  INFO("channels_last " << no.channels_last << ", copy_stream " << no.copy_stream);
   std::string why;
   auto decoder = make_nvjpeg_transfer(device, no, why);
   INFO(why);

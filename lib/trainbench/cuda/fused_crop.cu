@@ -173,6 +173,51 @@ fused_crop_launcher::~fused_crop_launcher() {
   }
 }
 
+namespace {
+// The widest taps a pixel reads on each axis over jobs[0, n).
+void tap_bounds(const fused_crop_job* jobs, int n, int& bx, int& by) {
+  bx = by = 1;
+  for (int i = 0; i < n; ++i) {
+    bx = std::max(bx, fused_crop_math::tap_bound(jobs[i].plan.x));
+    by = std::max(by, fused_crop_math::tap_bound(jobs[i].plan.y));
+  }
+}
+}  // namespace
+
+bool fused_crop_launcher::fits(const fused_crop_job* jobs, int n) {
+  int bx = 1, by = 1;
+  tap_bounds(jobs, n, bx, by);
+  return shared_bytes(bx, by) <= max_shared_bytes;
+}
+
+void fused_crop_launcher::reserve(int jobs, int tables) {
+  int device = -1;
+  TB_CUDA_CHECK(cudaGetDevice(&device));
+  if (s_->device < 0) s_->device = device;
+  if (device != s_->device)
+    throw std::invalid_argument("fused crop: reserve on device " + std::to_string(device) +
+                                ", but this launcher's tables are on device " + std::to_string(s_->device));
+  tables = std::min(tables, max_reusable_tables);
+  int made = 0;
+  for (job_table& t : s_->tables) {
+    if (t.captured || made == tables) continue;
+    if (t.capacity < jobs) {
+      if (t.recorded) TB_CUDA_CHECK(cudaEventSynchronize(t.done));
+      t.allocate(jobs);
+    }
+    ++made;
+  }
+  for (; made < tables; ++made) {
+    s_->tables.emplace_back();
+    try {
+      s_->tables.back().allocate(jobs);
+    } catch (...) {
+      s_->tables.pop_back();
+      throw;
+    }
+  }
+}
+
 int fused_crop_launcher::tables() const { return static_cast<int>(s_->tables.size()); }
 
 int fused_crop_launcher::captured_tables() const {
@@ -188,13 +233,11 @@ void fused_crop_launcher::launch(const fused_crop_job* jobs, int n, const fused_
                                 std::to_string(max_jobs) + ")");
   if (const std::string p = fused_crop_output_problem(out, n); !p.empty())
     throw std::invalid_argument("fused crop: " + p);
-  int bx = 1, by = 1;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i)
     if (const std::string p = fused_crop_problem(jobs[i], out.size); !p.empty())
       throw std::invalid_argument("fused crop: job " + std::to_string(i) + ": " + p);
-    bx = std::max(bx, fused_crop_math::tap_bound(jobs[i].plan.x));
-    by = std::max(by, fused_crop_math::tap_bound(jobs[i].plan.y));
-  }
+  int bx = 1, by = 1;
+  tap_bounds(jobs, n, bx, by);
   const int shared = shared_bytes(bx, by);
   if (shared > max_shared_bytes)
     throw std::invalid_argument("fused crop: a job shrinks by so much that its taps (" + std::to_string(bx) + " x " +

@@ -37,6 +37,15 @@ class fused_crop_launcher {
   void launch(const fused_crop_job* jobs, int n, const fused_crop_output& out, const fused_crop_normalizer& norm,
               CUstream_st* stream);
 
+  // Whether one launch can take jobs[0, n): the taps of the job that shrinks most must fit in a
+  // block's shared memory (a shrink of up to about 150x on both axes, 370x on one). launch()
+  // refuses a batch that does not; no CUDA call.
+  static bool fits(const fused_crop_job* jobs, int n);
+
+  // Makes `tables` reusable job tables of `jobs` entries now (pinned and device memory, which
+  // synchronise the device), so launches of up to that many jobs allocate nothing later.
+  void reserve(int jobs, int tables);
+
   // Job tables held: reusable ones, and those kept for captured graphs.
   int tables() const;
   int captured_tables() const;

@@ -304,6 +304,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       images_.push_back(at::empty({b, 3, s, s}, opts.dtype(at::kFloat), format));
       labels_.push_back(at::empty({b}, opts.dtype(at::kLong)));
     }
+    // A job table per batch in flight and one more, made now: the launches allocate nothing later.
+    if (fused_) crop_kernel_.reserve(static_cast<int>(b), depth_ + 1);
   }
 
   // Each image of the batch gets its own region of one arena (the hardware engines may write
@@ -522,11 +524,23 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // on the decode stream: one launch of the fused kernel (cuda/fused_crop.hpp, the host path's
   // arithmetic), or, where its check at construction failed, the per-image ATen ops.
   void crop_batch(const encoded_batch& e, std::int64_t n, at::Tensor out, c10::cuda::CUDAStream stream) {
-    if (!fused_) {
-      for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
-      out.mul_(scale_).add_(bias_);
-      return;
+    if (fused_) {
+      fill_jobs(e, n);
+      if (fused_crop_launcher::fits(jobs_.data(), static_cast<int>(n))) {
+        crop_kernel_.launch(jobs_.data(), static_cast<int>(n), batch_output(out), norm_, stream.stream());
+        return;
+      }
+      if (batches_too_shrunk_++ == 0)
+        log_warn("nvjpeg: an image of batch " + std::to_string(submitted_ - 1) +
+                 " shrinks by more than the fused crop kernel's filters hold (about 150x); such batches are cropped "
+                 "by ATen ops per image");
     }
+    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
+    out.mul_(scale_).add_(bias_);
+  }
+
+  // The kernel's job i: image source_[i]'s pixels in the arena, whole, and its plan.
+  void fill_jobs(const encoded_batch& e, std::int64_t n) {
     jobs_.resize(static_cast<std::size_t>(n));  // keeps its capacity: no allocation after the first batch
     for (std::int64_t i = 0; i < n; ++i) {
       const std::size_t from = static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]);
@@ -539,7 +553,6 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       job.channels = 3;
       job.plan = fused_plan(e.plans[from]);
     }
-    crop_kernel_.launch(jobs_.data(), static_cast<int>(n), batch_output(out), norm_, stream.stream());
   }
 
   // The batch tensor as the kernel's output: float32, NCHW or NHWC (channels_last), slot i at
@@ -553,7 +566,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // Before the first batch: the kernel crops a made-up image (odd sizes; a train crop shrunk with
   // flip, one enlarged, an eval resize) on this device and must give the host path's floats (data/fused_crop.hpp's
   // reference, which equals crop_resampler bit for bit). A kernel that fails to launch or differs
-  // leaves the ATen ops, and `why` says so. The one host sync is here, never in a window.
+  // leaves the ATen ops, and `why` says so; a fault that leaves the device unusable (a sticky CUDA
+  // error) is thrown instead, since nothing else could run there either. The one host sync is
+  // here, before any window.
   bool fused_crop_holds(std::string& why) {
     try {
       const int w = 517, h = 389, s = options_.image_size;
@@ -579,7 +594,16 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       const double diff = (got.cpu() - expected).abs().max().item<double>();  // waits for the kernel
       if (diff <= 1e-5) return true;
       why = "on this device it differs from the host path's floats by up to " + std::to_string(diff);
+    } catch (const std::invalid_argument& e) {
+      why = std::string("it refused the check's jobs: ") + e.what();
     } catch (const std::exception& e) {
+      bool usable = true;
+      try {
+        c10::cuda::device_synchronize();
+      } catch (...) {
+        usable = false;
+      }
+      if (!usable) throw;
       why = std::string("it failed on this device: ") + e.what();
     }
     return false;
@@ -626,6 +650,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   at::Tensor scale_, bias_;                // the ATen ops' normalisation
   fused_crop_normalizer norm_;             // the kernel's, the same numbers
   bool fused_ = false;                     // the fused kernel crops (its check at construction passed)
+  std::int64_t batches_too_shrunk_ = 0;    // batches the kernel could not take, cropped by ATen ops
   std::string fused_why_;                  // else why not
   std::vector<fused_crop_job> jobs_;       // one per image of the batch being cropped
   fused_crop_launcher crop_kernel_;        // declared last: destroyed first, after the device sync above
