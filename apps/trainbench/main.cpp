@@ -12,6 +12,7 @@
 #include "trainbench/report/plan.hpp"
 #include "trainbench/timeline/timeline.hpp"
 #include "trainbench/util/error.hpp"
+#include "trainbench/util/interrupt.hpp"
 #include "trainbench/util/log.hpp"
 #include "trainbench/util/text.hpp"
 
@@ -77,6 +78,7 @@ void add_change_point_options(CLI::App& cmd, trainbench::e_divisive_params& p) {
 
 int main(int argc, char** argv) {
   using namespace trainbench;
+  ignore_broken_pipes();
   CLI::App app{"trainbench: how fast your ResNet training loop runs, and which optimisation buys how much"};
   app.require_subcommand(0, 1);
   bool version = false;

@@ -2,6 +2,7 @@
 // several mistakes in one file, relative paths, CPU-only pitfalls, and what a report claims.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 
 #include "helpers.hpp"
 
@@ -201,4 +202,21 @@ TEST_CASE("gpu-check.sh takes the project's Python by default, and names the mod
   CHECK(own.output.find("python: " + (dir / "venv/bin/python").string()) != std::string::npos);
   CHECK(own.output.find("lacks") == std::string::npos);
   CHECK(own.output.find("no prebuilt binaries") != std::string::npos);
+}
+
+// A reader gone before the last write: the summary's write fails with EPIPE and the run still
+// ends as itself. The same disposition keeps a rank alive, to fail with an error and a report,
+// when a dead peer's socket refuses a Gloo or store write (SIGPIPE's default would kill it).
+TEST_CASE("a reader that goes away does not kill a run: SIGPIPE is ignored") {
+  const auto dir = tbtest::scratch("tour-sigpipe");
+  const auto file = tbtest::tiny_profile(dir);
+  // `true` exits at once; the run writes its summary to stdout seconds later.
+  const auto rc = dir / "rc";
+  const auto r = tbtest::run_shell("{ \"$TB\" run -c '" + file + "' 2>/dev/null; echo $? > '" + rc.string() + "'; } | true");
+  INFO(r.output);
+  std::ifstream in(rc);
+  int code = -1;
+  in >> code;
+  CHECK(code == 0);  // 141 (128 + SIGPIPE) before
+  CHECK(fs::exists(dir / "tiny.json"));
 }

@@ -27,6 +27,8 @@ void install_interrupt_handler() {
   std::signal(SIGTERM, on_signal);
 }
 
+void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
+
 bool interrupt_requested() noexcept { return g_interrupted.load(std::memory_order_relaxed); }
 
 void throw_if_interrupted() {
