@@ -564,11 +564,11 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   // Before the first batch: the kernel crops a made-up image (odd sizes; a train crop shrunk with
-  // flip, one enlarged, an eval resize) on this device and must give the host path's floats (data/fused_crop.hpp's
-  // reference, which equals crop_resampler bit for bit). A kernel that fails to launch or differs
-  // leaves the ATen ops, and `why` says so; a fault that leaves the device unusable (a sticky CUDA
-  // error) is thrown instead, since nothing else could run there either. The one host sync is
-  // here, before any window.
+  // flip, one enlarged, an eval resize) on this device and must give the host path's floats
+  // (data/fused_crop.hpp's reference, which equals crop_resampler bit for bit). A kernel that
+  // fails to launch or differs leaves the ATen ops, and `why` says so; a fault that leaves the
+  // device unusable (a sticky CUDA error) is thrown instead, since nothing else could run there
+  // either. The one host sync is here, before any window.
   bool fused_crop_holds(std::string& why) {
     try {
       const int w = 517, h = 389, s = options_.image_size;
