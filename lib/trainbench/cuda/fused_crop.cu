@@ -128,6 +128,17 @@ struct fused_crop_launcher::state {
   int device = -1;
   std::uint64_t launches = 0;
 
+  // The tables belong to the device current at the first launch or reserve; any later call must
+  // be made on that device.
+  void bind_current_device(const char* what) {
+    int current = -1;
+    TB_CUDA_CHECK(cudaGetDevice(&current));
+    if (device < 0) device = current;
+    if (current != device)
+      throw std::invalid_argument(std::string("fused crop: ") + what + " on device " + std::to_string(current) +
+                                  ", but this launcher's tables are on device " + std::to_string(device));
+  }
+
   job_table& take(int n, bool capturing) {
     if (capturing) {
       tables.emplace_back();
@@ -191,12 +202,7 @@ bool fused_crop_launcher::fits(const fused_crop_job* jobs, int n) {
 }
 
 void fused_crop_launcher::reserve(int jobs, int tables) {
-  int device = -1;
-  TB_CUDA_CHECK(cudaGetDevice(&device));
-  if (s_->device < 0) s_->device = device;
-  if (device != s_->device)
-    throw std::invalid_argument("fused crop: reserve on device " + std::to_string(device) +
-                                ", but this launcher's tables are on device " + std::to_string(s_->device));
+  s_->bind_current_device("reserve");
   tables = std::min(tables, max_reusable_tables);
   int made = 0;
   for (job_table& t : s_->tables) {
@@ -243,12 +249,7 @@ void fused_crop_launcher::launch(const fused_crop_job* jobs, int n, const fused_
     throw std::invalid_argument("fused crop: a job shrinks by so much that its taps (" + std::to_string(bx) + " x " +
                                 std::to_string(by) + " per output pixel) need " + std::to_string(shared) +
                                 " bytes of shared memory, more than " + std::to_string(max_shared_bytes));
-  int device = -1;
-  TB_CUDA_CHECK(cudaGetDevice(&device));
-  if (s_->device < 0) s_->device = device;
-  if (device != s_->device)
-    throw std::invalid_argument("fused crop: launched on device " + std::to_string(device) +
-                                ", but this launcher's tables are on device " + std::to_string(s_->device));
+  s_->bind_current_device("launched");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   TB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
