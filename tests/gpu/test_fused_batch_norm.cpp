@@ -131,7 +131,15 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU
     }
     REQUIRE(probe.bn_relu);
     REQUIRE(probe.bn_add_relu);
+    // Evidence for docs/fused-batch-norm.md: which batch variance cuDNN's running variance holds.
+    WARN(name(dtype) << ": cuDNN's graph puts the " << (probe.bn_relu_unbias ? "biased" : "unbiased")
+                     << " batch variance into the running variance (batch norm + ReLU), the "
+                     << (probe.bn_add_relu_unbias ? "biased" : "unbiased") << " one (+ add + ReLU)");
     for (const bool add : {false, true}) {
+      const bool unbias = add ? probe.bn_add_relu_unbias : probe.bn_relu_unbias;
+      auto fused_op = [unbias](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return cudnn_batch_norm_relu(bn, x, r, unbias);
+      };
       // ResNet-like shapes: an early wide map, a late deep one, and channels not a power of two.
       for (const std::array<std::int64_t, 4> shape : {std::array<std::int64_t, 4>{16, 64, 28, 28},
                                                       std::array<std::int64_t, 4>{32, 512, 7, 7},
@@ -139,9 +147,12 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU
         INFO(name(dtype) << (add ? " with add" : " no add") << ", shape " << shape[0] << "x" << shape[1] << "x"
                          << shape[2] << "x" << shape[3]);
         const batch_norm_problem p = make_batch_norm_problem(shape, dtype, add, 42, gpu);
-        const result fused = run(p, add, cudnn_batch_norm_relu);
+        const result fused = run(p, add, fused_op);
         const result ref = run(p, add, reference_batch_norm_relu);
         check_against(fused, ref, dtype, add);
+        // Tighter than the tolerance: PyTorch's unbiased running variance, corrected where cuDNN's is not.
+        const at::Tensor ones = at::ones({shape[1]}, at::kFloat);
+        CHECK(classify_running_var(fused.running_var, ones, p.x, 0.1) == running_var_kind::unbiased);
       }
     }
   }
@@ -150,10 +161,15 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU
 TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
-    for (const bool add : {false, true}) {
-      INFO(name(dtype) << (add ? " with add" : " no add"));
+    for (const bool add : {false, true})
+    for (const bool unbias : {false, true}) {
+      // Both ways, whatever the probe finds: the running-variance correction is captured too.
+      INFO(name(dtype) << (add ? " with add" : " no add") << (unbias ? ", running variance corrected" : ""));
+      auto fused_op = [unbias](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return cudnn_batch_norm_relu(bn, x, r, unbias);
+      };
       const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
-      const result eager = run(p, add, cudnn_batch_norm_relu);
+      const result eager = run(p, add, fused_op);
       // Warm-up on a side stream builds the graphs for this shape (on this thread's and autograd's
       // cuDNN handles), on a module of its own so the captured one starts as the eager one did.
       const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
@@ -165,10 +181,10 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
       at::Tensor y;
       {
         const c10::cuda::CUDAStreamGuard guard(side);
-        run(p, add, cudnn_batch_norm_relu);
+        run(p, add, fused_op);
         c10::cuda::device_synchronize();
         graph.capture_begin();
-        y = cudnn_batch_norm_relu(*bn, x, r);
+        y = fused_op(*bn, x, r);
         y.backward(p.dy);
         graph.capture_end();
       }

@@ -151,6 +151,35 @@ TEST_CASE("fused batch norm: ResNet-18 and ResNet-50 with the reference ops trai
   }
 }
 
+TEST_CASE("fused batch norm: which batch variance a running variance holds is told apart, and a biased one is made unbiased") {
+  // The probe asks this of cuDNN's graph, whose documentation does not say. The problem's 256
+  // values per channel put the two candidates 1/255 of momentum * variance apart: about 6e-4,
+  // far above float32's rounding of the statistics.
+  const batch_norm_problem p = make_batch_norm_problem({4, 64, 8, 8}, at::kHalf, false, 1234, c10::kCPU);
+  torch::nn::BatchNorm2d bn(64);
+  bn->train();
+  const double momentum = *bn->options.momentum(), eps = bn->options.eps();
+  const at::Tensor before = bn->running_var.clone();
+  reference_batch_norm_relu(*bn, p.x, at::Tensor());
+  CHECK(classify_running_var(bn->running_var, before, p.x, momentum) == running_var_kind::unbiased);
+  CHECK(classify_running_var(before, before, p.x, momentum) == running_var_kind::neither);
+
+  // An update made with the biased variance, in float32, with the inverse standard deviation a
+  // batch norm saves: what a graph that normalises and updates with one variance would leave.
+  const at::Tensor xf = p.x.to(at::kFloat);
+  const at::Tensor var = xf.var({0, 2, 3}, /*unbiased=*/false);
+  const at::Tensor inv_std = (var + eps).rsqrt();
+  const at::Tensor next = before * (1 - momentum) + var * momentum;
+  CHECK(classify_running_var(next, before, p.x, momentum) == running_var_kind::biased);
+  CHECK(classify_running_var(next * 1.01, before, p.x, momentum) == running_var_kind::neither);
+  CHECK(std::string(running_var_kind_name(running_var_kind::biased)) == "the biased batch variance");
+
+  const at::Tensor fixed = at::empty_like(next);
+  unbias_running_var(fixed, next, inv_std, eps, momentum, 4 * 8 * 8);
+  CHECK(classify_running_var(fixed, before, p.x, momentum) == running_var_kind::unbiased);
+  CHECK(relative(fixed, bn->running_var) < 1e-6);
+}
+
 TEST_CASE("fuse_batch_norm: the CPU keeps the unfused ops unless asked for the reference, and says why") {
   resnet m = make_resnet("resnet18", 10);
   fusion_request r;

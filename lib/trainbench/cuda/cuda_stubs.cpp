@@ -31,8 +31,10 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
   const char* why = "this trainbench was built against a LibTorch without CUDA";
   return {false, false, why, why};
 }
-std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, bool, bool) { no_cuda(); }
-torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&) {
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
+  no_cuda();
+}
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
   no_cuda();
 }
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,

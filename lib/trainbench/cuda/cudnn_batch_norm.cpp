@@ -254,7 +254,7 @@ using torch::autograd::variable_list;
 
 at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
                          const at::Tensor& bias, const at::Tensor& residual_in, const at::Tensor& running_mean,
-                         const at::Tensor& running_var, double eps, double momentum) {
+                         const at::Tensor& running_var, double eps, double momentum, bool unbias) {
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = nhwc(x_in);
   const bool add = residual_in.defined();
@@ -276,7 +276,10 @@ at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at:
   run(g.graph, k.handle, g.workspace, pack, x);
   // Written beside, then copied: the graph reads the previous statistics while it writes the next.
   running_mean.copy_(next_mean);
-  running_var.copy_(next_var);
+  if (unbias)
+    unbias_running_var(running_var, next_var, inv_var, eps, momentum, k.n * k.h * k.w);
+  else
+    running_var.copy_(next_var);
   ctx->save_for_backward({x, weight});
   ctx->saved_data["mean"] = mean;
   ctx->saved_data["inv_var"] = inv_var;
@@ -288,7 +291,7 @@ variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, b
   const variable_list saved = ctx->get_saved_variables();
   const at::Tensor& x = saved[0];
   const at::Tensor& weight = saved[1];
-  const std::size_t inputs = add ? 8 : 7;  // forward's arguments, tensors or not
+  const std::size_t inputs = add ? 9 : 8;  // forward's arguments, tensors or not
   if (!grads[0].defined()) return variable_list(inputs);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor dy = nhwc(grads[0].to(x.scalar_type()));
@@ -309,7 +312,7 @@ variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, b
   run(g.graph, k.handle, g.workspace, pack, x);
   variable_list out = {dx, dscale, dbias};
   if (add) out.push_back(d_residual);
-  out.resize(inputs);  // running_mean, running_var, eps, momentum: no gradient
+  out.resize(inputs);  // running_mean, running_var, eps, momentum, unbias: no gradient
   return out;
 }
 
@@ -317,8 +320,8 @@ class bn_relu_function : public torch::autograd::Function<bn_relu_function> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                            double eps, double momentum) {
-    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum);
+                            double eps, double momentum, bool unbias) {
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, unbias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, false); }
 };
@@ -327,18 +330,18 @@ class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_functi
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& residual, const at::Tensor& running_mean,
-                            const at::Tensor& running_var, double eps, double momentum) {
-    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum);
+                            const at::Tensor& running_var, double eps, double momentum, bool unbias) {
+    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum, unbias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, true); }
 };
 
-at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual) {
+at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool unbias) {
   const double eps = bn.options.eps(), momentum = *bn.options.momentum();
-  at::Tensor y = residual.defined()
-                     ? bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean, bn.running_var,
-                                                   eps, momentum)
-                     : bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum);
+  at::Tensor y = residual.defined() ? bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean,
+                                                                  bn.running_var, eps, momentum, unbias)
+                                    : bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean,
+                                                              bn.running_var, eps, momentum, unbias);
   {
     at::NoGradGuard no_grad;
     bn.num_batches_tracked.add_(1);
@@ -348,17 +351,17 @@ at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const
 
 class cudnn_ops final : public batch_norm_ops {
  public:
-  cudnn_ops(c10::Device device, at::ScalarType dtype, bool relu, bool add_relu)
-      : device_(device), dtype_(dtype), relu_(relu), add_relu_(add_relu) {}
+  cudnn_ops(c10::Device device, at::ScalarType dtype, const cudnn_fusion_probe& probe)
+      : device_(device), dtype_(dtype), probe_(probe) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!relu_ || !takes(bn, x)) return bn.forward(x).relu_();
-    return fused_call(bn, x, at::Tensor());
+    if (!probe_.bn_relu || !takes(bn, x)) return bn.forward(x).relu_();
+    return fused_call(bn, x, at::Tensor(), probe_.bn_relu_unbias);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& residual) override {
-    if (!add_relu_ || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device())
+    if (!probe_.bn_add_relu || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device())
       return bn.forward(x).add_(residual).relu_();
-    return fused_call(bn, x, residual);
+    return fused_call(bn, x, residual, probe_.bn_add_relu_unbias);
   }
 
  private:
@@ -369,7 +372,7 @@ class cudnn_ops final : public batch_norm_ops {
   }
   c10::Device device_;
   at::ScalarType dtype_;
-  bool relu_, add_relu_;
+  cudnn_fusion_probe probe_;
 };
 
 // The largest |a - b| over max|b|, as a short text when it exceeds atol + rtol * max|b|.
@@ -382,8 +385,11 @@ std::string differs(const char* what, const at::Tensor& a, const at::Tensor& b, 
   return os.str();
 }
 
-// One fusion on a small problem, against the reference: "" when it matches.
-std::string probe_one(c10::Device device, at::ScalarType dtype, bool add) {
+// One fusion on a small problem, against the reference: "" when it matches. First which batch
+// variance the graph's running variance holds, from a forward call (`unbias` where it is the biased
+// one), then the whole call with that correction: outputs, gradients and statistics within the
+// dtype's tolerance, and the running variance as PyTorch's, tightly.
+std::string probe_one(c10::Device device, at::ScalarType dtype, bool add, bool& unbias) {
   const at::AutoGradMode grad_mode(true);
   const c10::cuda::CUDAGuard guard(device);
   const batch_norm_problem p = make_batch_norm_problem({4, 64, 8, 8}, dtype, add, 1234, device);
@@ -396,11 +402,22 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool add) {
     bn->bias.copy_(p.bias);
     return bn;
   };
+  const double momentum = *module()->options.momentum();
+  {
+    torch::nn::BatchNorm2d bn = module();
+    const at::Tensor before = bn->running_var.clone();
+    const at::NoGradGuard no_grad;
+    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), false);
+    const running_var_kind kind = classify_running_var(bn->running_var, before, p.x, momentum);
+    if (kind == running_var_kind::neither) return std::string("running_var holds ") + running_var_kind_name(kind);
+    unbias = kind == running_var_kind::biased;
+  }
   torch::nn::BatchNorm2d fused = module(), reference = module();
+  const at::Tensor before = fused->running_var.clone();
   const at::Tensor xf = p.x.detach().requires_grad_(), xr = p.x.detach().requires_grad_();
   const at::Tensor rf = add ? p.residual.detach().requires_grad_() : at::Tensor();
   const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
-  const at::Tensor yf = fused_call(*fused, xf, rf), yr = reference_batch_norm_relu(*reference, xr, rr);
+  const at::Tensor yf = fused_call(*fused, xf, rf, unbias), yr = reference_batch_norm_relu(*reference, xr, rr);
   yf.backward(p.dy);
   yr.backward(p.dy);
   const fused_tolerance t = fused_batch_norm_tolerance(dtype);
@@ -412,6 +429,10 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool add) {
       differs("running_mean", fused->running_mean, reference->running_mean, 0, t.stats_rtol),
       differs("running_var", fused->running_var, reference->running_var, 0, t.stats_rtol)};
   if (add) found.push_back(differs("the residual's gradient", rf.grad(), rr.grad(), t.atol, t.rtol));
+  const running_var_kind corrected = classify_running_var(fused->running_var, before, p.x, momentum);
+  if (corrected != running_var_kind::unbiased)
+    found.push_back(std::string("running_var") + (unbias ? ", corrected," : "") + " holds " +
+                    running_var_kind_name(corrected));
   for (const auto& f : found)
     if (!f.empty()) return f;
   return "";
@@ -433,32 +454,34 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
   cudnn_fusion_probe out;
   for (const bool add : {false, true}) {
     std::string why;
+    bool unbias = false;
     try {
       device = indexed(device);
       fe_type(dtype);
       load_cudnn();
       if (fe::detail::get_backend_version() < 90000) throw std::runtime_error("needs cuDNN 9 or newer");
-      const std::string mismatch = probe_one(device, dtype, add);
+      const std::string mismatch = probe_one(device, dtype, add, unbias);
       if (!mismatch.empty()) why = "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
     } catch (const std::exception& e) {
       why = first_line(e.what());
     }
     (add ? out.bn_add_relu : out.bn_relu) = why.empty();
     (add ? out.bn_add_relu_why : out.bn_relu_why) = why;
+    (add ? out.bn_add_relu_unbias : out.bn_relu_unbias) = why.empty() && unbias;
   }
   return out;
 }
 
-std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype, bool bn_relu,
-                                                     bool bn_add_relu) {
-  return std::make_shared<cudnn_ops>(indexed(device), dtype, bn_relu, bn_add_relu);
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype,
+                                                     const cudnn_fusion_probe& probe) {
+  return std::make_shared<cudnn_ops>(indexed(device), dtype, probe);
 }
 
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
-                                    const torch::Tensor& residual) {
+                                    const torch::Tensor& residual, bool unbias_running_var) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
   TORCH_CHECK(fusable(bn), "cudnn_batch_norm_relu: the batch norm is not fusable (training mode, momentum set)");
-  return fused_call(bn, x, residual);
+  return fused_call(bn, x, residual, unbias_running_var);
 }
 
 }  // namespace trainbench
@@ -476,10 +499,10 @@ const char* const missing =
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
   return {false, false, missing, missing};
 }
-std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, bool, bool) {
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   throw std::runtime_error(missing);
 }
-torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&) {
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
   throw std::runtime_error(missing);
 }
 

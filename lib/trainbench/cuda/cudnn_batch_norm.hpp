@@ -21,22 +21,30 @@ namespace trainbench {
 struct cudnn_fusion_probe {
   bool bn_relu = false, bn_add_relu = false;
   std::string bn_relu_why, bn_add_relu_why;  // why not, where false
+  // Whether the graph's next running variance holds the biased batch variance, where PyTorch's
+  // holds the unbiased one (classify_running_var; cuDNN's graph API documents neither). Where it
+  // does, the ops correct it after each call (unbias_running_var).
+  bool bn_relu_unbias = false, bn_add_relu_unbias = false;
 };
 
 // Builds each fusion's forward and backward graph for a small NHWC problem on `device` in
 // `dtype`, runs them once and holds the results against reference_batch_norm_relu within
-// fused_batch_norm_tolerance. Synchronises the device: call it when the pipeline is built.
+// fused_batch_norm_tolerance, after finding which batch variance the graph's running variance
+// holds (a fusion whose running variance, corrected where needed, is not the unbiased one is
+// refused). Synchronises the device: call it when the pipeline is built.
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype);
 
-// The fused ops for the fusions chosen (the others, and any call they cannot take: another
-// dtype, eval mode, a batch norm that is not fusable, run unfused).
-std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype, bool bn_relu,
-                                                     bool bn_add_relu);
+// The fused ops for the fusions the probe passed, with its running-variance correction (the
+// others, and any call they cannot take: another dtype, eval mode, a batch norm that is not
+// fusable, run unfused).
+std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype,
+                                                     const cudnn_fusion_probe& probe);
 
 // One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
-// x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined.
+// x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined. unbias_running_var:
+// correct the graph's running variance as the ops do where the probe says it is biased.
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
-                                    const torch::Tensor& residual);
+                                    const torch::Tensor& residual, bool unbias_running_var = false);
 
 // How far the fused ops may be from the reference, per activation dtype: outputs and the input
 // and residual gradients within atol + rtol * max|reference|; the scale and bias gradients and

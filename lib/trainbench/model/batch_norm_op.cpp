@@ -81,6 +81,48 @@ torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const to
   return y;
 }
 
+running_var_kind classify_running_var(const torch::Tensor& got, const torch::Tensor& before, const torch::Tensor& x,
+                                      double momentum) {
+  TORCH_CHECK(x.dim() == 4, "classify_running_var: expected an N,C,H,W batch, got ", x.sizes());
+  const at::Tensor xd = x.detach().to(at::kCPU, at::kDouble);
+  const double m = static_cast<double>(x.numel() / x.size(1));
+  TORCH_CHECK(m > 1, "classify_running_var: one value per channel has no unbiased variance");
+  const at::Tensor biased_var = xd.var({0, 2, 3}, /*unbiased=*/false);
+  const at::Tensor kept = before.detach().to(at::kCPU, at::kDouble).reshape({-1}) * (1.0 - momentum);
+  const at::Tensor biased = kept + biased_var * momentum, unbiased = kept + biased_var * (momentum * m / (m - 1.0));
+  const at::Tensor g = got.detach().to(at::kCPU, at::kDouble).reshape({-1});
+  const at::Tensor gap = (unbiased - biased).abs();
+  if (gap.min().item<double>() <= 0) return running_var_kind::neither;
+  auto within = [&](const at::Tensor& candidate) {
+    return ((g - candidate).abs() / gap).max().item<double>() < 0.25;
+  };
+  if (within(unbiased)) return running_var_kind::unbiased;
+  if (within(biased)) return running_var_kind::biased;
+  return running_var_kind::neither;
+}
+
+const char* running_var_kind_name(running_var_kind k) {
+  switch (k) {
+    case running_var_kind::unbiased:
+      return "the unbiased batch variance";
+    case running_var_kind::biased:
+      return "the biased batch variance";
+    default:
+      return "neither the unbiased nor the biased batch variance";
+  }
+}
+
+void unbias_running_var(const torch::Tensor& running_var, const torch::Tensor& next_var, const torch::Tensor& inv_std,
+                        double eps, double momentum, std::int64_t count) {
+  TORCH_CHECK(count > 1, "unbias_running_var: one value per channel has no unbiased variance");
+  const double k = momentum / static_cast<double>(count - 1);
+  at::NoGradGuard no_grad;
+  // next_var + k * (inv_std^-2 - eps), written straight into running_var (a handle to the same storage).
+  at::Tensor out = running_var;
+  at::add_out(out, next_var, inv_std.pow(-2), k);
+  out.sub_(k * eps);
+}
+
 batch_norm_problem make_batch_norm_problem(const std::array<std::int64_t, 4>& nchw, at::ScalarType dtype, bool add,
                                            std::uint64_t seed, c10::Device device, double eps) {
   const auto [n, c, h, w] = nchw;

@@ -42,6 +42,24 @@ bool fusable(const torch::nn::BatchNorm2dImpl& bn);
 torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                         const torch::Tensor& residual);
 
+// Which batch variance a running variance holds after one training-mode update from `before` with
+// `momentum` on the batch x (N,C,H,W): PyTorch's convention, the unbiased variance (times M/(M-1),
+// M = N*H*W), or the biased one that normalises. cuDNN's graph API documents neither; the fused
+// ops' probe asks the device with this. `neither` when `got` is not within a quarter of the gap
+// between the two candidates of one of them, for every channel; x's values should keep every
+// channel's variance well above zero, as make_batch_norm_problem's do.
+enum class running_var_kind { unbiased, biased, neither };
+running_var_kind classify_running_var(const torch::Tensor& got, const torch::Tensor& before, const torch::Tensor& x,
+                                      double momentum);
+const char* running_var_kind_name(running_var_kind k);
+
+// Turns an update made with the biased batch variance into PyTorch's: running_var = next_var +
+// momentum * var / (M - 1), the batch's biased variance var taken back from the inverse standard
+// deviation the batch norm saved (var = inv_std^-2 - eps). count is M; in place, on any device,
+// three small kernels on a GPU.
+void unbias_running_var(const torch::Tensor& running_var, const torch::Tensor& next_var, const torch::Tensor& inv_std,
+                        double eps, double momentum, std::int64_t count);
+
 // A test problem for relu(bn(x) [+ residual]) whose pre-ReLU values all stay well away from zero,
 // so that implementations that differ by rounding agree on every element's ReLU mask (a flipped
 // element would move its channel's gradients by a whole dY). Each channel's values lie on a 1/16

@@ -49,17 +49,20 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
     if (dtype != at::kFloat) return neither(std::string("no cuDNN fusion in ") + dtype_name(dtype));
   }
   const cudnn_fusion_probe probe = probe_cudnn_batch_norm(request.device, dtype);
-  const std::string how = std::string(" (cuDNN graph, NHWC, ") + dtype_name(dtype) + ")";
+  auto how = [&](bool unbias) {
+    return std::string(" (cuDNN graph, NHWC, ") + dtype_name(dtype) +
+           (unbias ? "; its biased running variance made unbiased" : "") + ")";
+  };
   if (probe.bn_relu)
-    out.applied.push_back(relu + how);
+    out.applied.push_back(relu + how(probe.bn_relu_unbias));
   else
     out.ineffective.push_back(relu + ": " + probe.bn_relu_why);
   if (probe.bn_add_relu)
-    out.applied.push_back(add + how);
+    out.applied.push_back(add + how(probe.bn_add_relu_unbias));
   else
     out.ineffective.push_back(add + ": " + probe.bn_add_relu_why);
   if (probe.bn_relu || probe.bn_add_relu)
-    model->set_batch_norm_ops(cudnn_batch_norm_ops(request.device, dtype, probe.bn_relu, probe.bn_add_relu));
+    model->set_batch_norm_ops(cudnn_batch_norm_ops(request.device, dtype, probe));
   return out;
 }
 
