@@ -115,40 +115,51 @@ device_batch batch(int i, std::int64_t n, std::int64_t size) {
 
 }  // namespace
 
-TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU match the reference in fp16, bf16 and fp32",
+TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU and plain match the reference in fp16, bf16 and fp32",
           "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
     const cudnn_fusion_probe probe = probe_cudnn_batch_norm(gpu, dtype);
-    INFO(name(dtype) << ": probe says bn_relu '" << probe.bn_relu_why << "', bn_add_relu '" << probe.bn_add_relu_why
-                     << "'");
-    if (dtype == at::kFloat && !(probe.bn_relu && probe.bn_add_relu)) {
+    INFO(name(dtype) << ": probe says bn_relu '" << probe.bn_relu.why << "', bn_add_relu '" << probe.bn_add_relu.why
+                     << "', plain '" << probe.batch_norm.why << "'");
+    const bool all = probe.bn_relu.works && probe.bn_add_relu.works && probe.batch_norm.works;
+    if (dtype == at::kFloat && !all) {
       // fp32 is not what the compile rung runs; where cuDNN has no fp32 kernel the switch says so.
-      WARN("fp32: cuDNN's fused batch norm is not available here: " << probe.bn_relu_why << " / "
-                                                                      << probe.bn_add_relu_why);
-      CHECK(!(probe.bn_relu ? probe.bn_add_relu_why : probe.bn_relu_why).empty());
+      WARN("fp32: cuDNN's fused batch norm is not available here: " << probe.bn_relu.why << " / "
+                                                                      << probe.bn_add_relu.why << " / "
+                                                                      << probe.batch_norm.why);
+      for (const cudnn_fusion_check* c : {&probe.bn_relu, &probe.bn_add_relu, &probe.batch_norm})
+        CHECK(c->works == c->why.empty());
       continue;
     }
-    REQUIRE(probe.bn_relu);
-    REQUIRE(probe.bn_add_relu);
+    REQUIRE(probe.bn_relu.works);
+    REQUIRE(probe.bn_add_relu.works);
+    REQUIRE(probe.batch_norm.works);
     // Evidence for docs/fused-batch-norm.md: which batch variance cuDNN's running variance holds.
-    WARN(name(dtype) << ": cuDNN's graph puts the " << (probe.bn_relu_unbias ? "biased" : "unbiased")
+    auto kind = [](const cudnn_fusion_check& c) { return c.unbias ? "biased" : "unbiased"; };
+    WARN(name(dtype) << ": cuDNN's graph puts the " << kind(probe.bn_relu)
                      << " batch variance into the running variance (batch norm + ReLU), the "
-                     << (probe.bn_add_relu_unbias ? "biased" : "unbiased") << " one (+ add + ReLU)");
-    for (const bool add : {false, true}) {
-      const bool unbias = add ? probe.bn_add_relu_unbias : probe.bn_relu_unbias;
-      auto fused_op = [unbias](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
-        return cudnn_batch_norm_relu(bn, x, r, unbias);
+                     << kind(probe.bn_add_relu) << " one (+ add + ReLU), the " << kind(probe.batch_norm)
+                     << " one (plain)");
+    for (const int variant : {0, 1, 2}) {  // + ReLU, + add + ReLU, plain
+      const bool add = variant == 1, plain = variant == 2;
+      const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
+      const bool unbias = check.unbias;
+      auto fused_op = [unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias);
+      };
+      auto reference_op = [plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return plain ? reference_batch_norm(bn, x) : reference_batch_norm_relu(bn, x, r);
       };
       // ResNet-like shapes: an early wide map, a late deep one, and channels not a power of two.
       for (const std::array<std::int64_t, 4> shape : {std::array<std::int64_t, 4>{16, 64, 28, 28},
                                                       std::array<std::int64_t, 4>{32, 512, 7, 7},
                                                       std::array<std::int64_t, 4>{8, 96, 9, 9}}) {
-        INFO(name(dtype) << (add ? " with add" : " no add") << ", shape " << shape[0] << "x" << shape[1] << "x"
-                         << shape[2] << "x" << shape[3]);
+        INFO(name(dtype) << (plain ? " plain" : add ? " with add" : " no add") << ", shape " << shape[0] << "x"
+                         << shape[1] << "x" << shape[2] << "x" << shape[3]);
         const batch_norm_problem p = make_batch_norm_problem(shape, dtype, add, 42, gpu);
         const result fused = run(p, add, fused_op);
-        const result ref = run(p, add, reference_batch_norm_relu);
+        const result ref = run(p, add, reference_op);
         check_against(fused, ref, dtype, add);
         // Tighter than the tolerance: PyTorch's unbiased running variance, corrected where cuDNN's is not.
         const at::Tensor ones = at::ones({shape[1]}, at::kFloat);
@@ -161,12 +172,14 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU and + add + ReLU
 TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
-    for (const bool add : {false, true})
+    for (const int variant : {0, 1, 2})  // + ReLU, + add + ReLU, plain
     for (const bool unbias : {false, true}) {
       // Both ways, whatever the probe finds: the running-variance correction is captured too.
-      INFO(name(dtype) << (add ? " with add" : " no add") << (unbias ? ", running variance corrected" : ""));
-      auto fused_op = [unbias](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
-        return cudnn_batch_norm_relu(bn, x, r, unbias);
+      const bool add = variant == 1, plain = variant == 2;
+      INFO(name(dtype) << (plain ? " plain" : add ? " with add" : " no add")
+                       << (unbias ? ", running variance corrected" : ""));
+      auto fused_op = [unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias);
       };
       const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
       const result eager = run(p, add, fused_op);
@@ -221,7 +234,7 @@ TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch
       req.channels_last = true;
       const fusion_outcome o = fuse_batch_norm(fused, req);
       INFO("ineffective: " << (o.ineffective.empty() ? "" : o.ineffective.front()));
-      REQUIRE(o.applied.size() == 2);
+      REQUIRE(o.applied.size() == 3);
       step_options so;
       so.device = gpu;
       so.amp = amp;
@@ -274,8 +287,8 @@ TEST_CASE("fused batch norm on the GPU: the CUDA graph step with fused batch nor
   req.device = gpu;
   req.amp = amp_mode::fp16;
   req.channels_last = true;
-  REQUIRE(fuse_batch_norm(graphed, req).applied.size() == 2);
-  REQUIRE(fuse_batch_norm(eager, req).applied.size() == 2);
+  REQUIRE(fuse_batch_norm(graphed, req).applied.size() == 3);
+  REQUIRE(fuse_batch_norm(eager, req).applied.size() == 3);
   step_options so;
   so.device = gpu;
   so.amp = amp_mode::fp16;

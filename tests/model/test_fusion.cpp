@@ -52,7 +52,7 @@ std::pair<resnet, resnet> twins(const std::string& arch, at::ScalarType dtype) {
   fusion_request r;
   r.cpu_reference = true;
   const fusion_outcome o = fuse_batch_norm(fused, r);
-  REQUIRE(o.applied.size() == 2);
+  REQUIRE(o.applied.size() == 3);
   REQUIRE(o.ineffective.empty());
   return {fused, plain};
 }
@@ -98,6 +98,71 @@ TEST_CASE("fused batch norm: the reference op matches BatchNorm2d + ReLU (and + 
       CHECK(clipped > 0.2);
       CHECK(clipped < 0.8);
     }
+  }
+}
+
+TEST_CASE("fused batch norm: the plain reference op (the downsample branch's) matches BatchNorm2d in float32 and float64") {
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    INFO((dtype == at::kFloat ? "float32" : "float64"));
+    const batch_norm_problem p = make_batch_norm_problem({4, 16, 5, 6}, dtype, false, 12, c10::kCPU);
+    torch::nn::BatchNorm2d ref = module(p), plain = module(p);
+    const at::Tensor xr = p.x.detach().requires_grad_(), xp = p.x.detach().requires_grad_();
+    const at::Tensor yr = reference_batch_norm(*ref, xr), yp = plain(xp);
+    yr.backward(p.dy);
+    yp.backward(p.dy);
+    const double tol = dtype == at::kFloat ? 1e-5 : 1e-12;
+    CHECK(yr.scalar_type() == dtype);
+    CHECK(yr.is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK((yr < 0).any().item<bool>());  // no ReLU
+    CHECK(relative(yr, yp) < tol);
+    CHECK(relative(xr.grad(), xp.grad()) < tol);
+    CHECK(relative(ref->weight.grad(), plain->weight.grad()) < tol);
+    CHECK(relative(ref->bias.grad(), plain->bias.grad()) < tol);
+    CHECK(relative(ref->running_mean, plain->running_mean) < tol);
+    CHECK(relative(ref->running_var, plain->running_var) < tol);
+    CHECK(ref->num_batches_tracked.item<std::int64_t>() == 1);
+  }
+}
+
+TEST_CASE("fused batch norm: the downsample branch's batch norm goes through the model's ops") {
+  // A counting stand-in for the ops: every batch norm of ResNet-18 and ResNet-50 is reached, the
+  // downsample ones through batch_norm(), so the fused ops see each of them.
+  struct counting final : batch_norm_ops {
+    int relu = 0, add_relu = 0, plain = 0;
+    torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+      ++relu;
+      return bn.forward(x).relu_();
+    }
+    torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                              const torch::Tensor& residual) override {
+      ++add_relu;
+      return bn.forward(x).add_(residual).relu_();
+    }
+    torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+      ++plain;
+      return bn.forward(x);
+    }
+  };
+  struct expected {
+    const char* arch;
+    int relu, add_relu, plain;
+  };
+  // ResNet-18: the stem and one per basic block (8), the blocks' last (8), 3 downsamples.
+  // ResNet-50: the stem and two per bottleneck (16 x 2), the blocks' last (16), 4 downsamples.
+  for (const expected e : {expected{"resnet18", 9, 8, 3}, expected{"resnet50", 33, 16, 4}}) {
+    INFO(e.arch);
+    resnet m = make_resnet(e.arch, 10);
+    auto ops = std::make_shared<counting>();
+    m->set_batch_norm_ops(ops);
+    m->train();
+    m->forward(at::randn({2, 3, 32, 32}));
+    CHECK(ops->relu == e.relu);
+    CHECK(ops->add_relu == e.add_relu);
+    CHECK(ops->plain == e.plain);
+    int modules = 0;
+    for (const auto& sub : m->modules(/*include_self=*/false))
+      if (sub->as<torch::nn::BatchNorm2d>()) ++modules;
+    CHECK(modules == e.relu + e.add_relu + e.plain);
   }
 }
 
@@ -185,15 +250,17 @@ TEST_CASE("fuse_batch_norm: the CPU keeps the unfused ops unless asked for the r
   fusion_request r;
   fusion_outcome o = fuse_batch_norm(m, r);
   CHECK(o.applied.empty());
-  REQUIRE(o.ineffective.size() == 2);
+  REQUIRE(o.ineffective.size() == 3);
   CHECK(o.ineffective[0] == "batch norm + ReLU: no fused kernel on the CPU; the unfused ops run");
   CHECK(o.ineffective[1] == "batch norm + add + ReLU: no fused kernel on the CPU; the unfused ops run");
+  CHECK(o.ineffective[2] == "downsample batch norm: no fused kernel on the CPU; the unfused ops run");
 
   r.cpu_reference = true;
   o = fuse_batch_norm(m, r);
   CHECK(o.ineffective.empty());
   CHECK(o.applied == std::vector<std::string>{"batch norm + ReLU (CPU reference ops)",
-                                              "batch norm + add + ReLU (CPU reference ops)"});
+                                              "batch norm + add + ReLU (CPU reference ops)",
+                                              "downsample batch norm (CPU reference ops)"});
 }
 
 TEST_CASE("fuse_batch_norm: on a GPU, NCHW and float64 keep the unfused ops, with the reason (decided before any GPU work)") {
@@ -203,7 +270,7 @@ TEST_CASE("fuse_batch_norm: on a GPU, NCHW and float64 keep the unfused ops, wit
   r.amp = amp_mode::fp16;
   fusion_outcome o = fuse_batch_norm(m, r);
   CHECK(o.applied.empty());
-  REQUIRE(o.ineffective.size() == 2);
+  REQUIRE(o.ineffective.size() == 3);
   CHECK(o.ineffective[0] ==
         "batch norm + ReLU: cuDNN's fused batch norm runs NHWC only (this run is NCHW: set channels_last)");
 
@@ -212,8 +279,9 @@ TEST_CASE("fuse_batch_norm: on a GPU, NCHW and float64 keep the unfused ops, wit
   r.amp = amp_mode::off;
   o = fuse_batch_norm(m, r);
   CHECK(o.applied.empty());
-  REQUIRE(o.ineffective.size() == 2);
+  REQUIRE(o.ineffective.size() == 3);
   CHECK(o.ineffective[1] == "batch norm + add + ReLU: no cuDNN fusion in fp64");
+  CHECK(o.ineffective[2] == "downsample batch norm: no cuDNN fusion in fp64");
 }
 
 TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports both fusions ineffective and keeps the unfused ops") {
@@ -235,10 +303,11 @@ TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports both 
   const fusion_outcome o = fuse_batch_norm(m, r);
   INFO((o.ineffective.empty() ? std::string() : o.ineffective.front()));
   CHECK(o.applied.empty());
-  REQUIRE(o.ineffective.size() == 2);
+  REQUIRE(o.ineffective.size() == 3);
   CHECK(o.ineffective[0].rfind("batch norm + ReLU: ", 0) == 0);
   CHECK(o.ineffective[0].size() > std::string("batch norm + ReLU: ").size());
   CHECK(o.ineffective[1].rfind("batch norm + add + ReLU: ", 0) == 0);
+  CHECK(o.ineffective[2].rfind("downsample batch norm: ", 0) == 0);
   // The model still runs its unfused ops.
   m->eval();
   plain->eval();

@@ -29,7 +29,9 @@ std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_o
 }
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
   const char* why = "this trainbench was built against a LibTorch without CUDA";
-  return {false, false, why, why};
+  cudnn_fusion_probe p;
+  for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = why;
+  return p;
 }
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   no_cuda();
@@ -37,6 +39,7 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
   no_cuda();
 }
+torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, bool) { no_cuda(); }
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,
                                                     std::chrono::milliseconds) {
   no_cuda();

@@ -76,11 +76,11 @@ void check(fe::error_t status, const char* what) {
 struct graph_key {
   cudnnHandle_t handle;
   at::ScalarType dtype;
-  bool add;
+  bool relu, add;  // add only with relu; neither: the plain batch norm
   std::int64_t n, c, h, w;
   double eps, momentum;
   auto tied() const {
-    return std::make_tuple(reinterpret_cast<std::uintptr_t>(handle), dtype, add, n, c, h, w, eps, momentum);
+    return std::make_tuple(reinterpret_cast<std::uintptr_t>(handle), dtype, relu, add, n, c, h, w, eps, momentum);
   }
   bool operator<(const graph_key& o) const { return tied() < o.tied(); }
 };
@@ -116,7 +116,7 @@ void start_graph(fe::graph::Graph& g, const graph_key& k) {
 }
 
 // BnAddRelu: y = relu(bn(x) [+ residual]), mask = y > 0 (a bit per element), the batch mean and
-// inverse standard deviation, and the next running statistics.
+// inverse standard deviation, and the next running statistics. Without relu: y = bn(x), no mask.
 struct forward_graph {
   fe::graph::Graph graph;
   attr x, scale, bias, residual, prev_mean, prev_var, y, mask, mean, inv_var, next_mean, next_var;
@@ -143,6 +143,13 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
   f->inv_var = inv_var;
   f->next_mean = next_mean;
   f->next_var = next_var;
+  if (!k.relu) {
+    f->y = normed;
+    f->y->set_output(true).set_data_type(io);
+    build(g, k.handle);
+    check(g.get_workspace_size(f->workspace), "get_workspace_size");
+    return f;
+  }
   attr pre = normed;
   if (k.add) {
     f->residual = activation(g, "residual", k, io);
@@ -162,6 +169,7 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
 }
 
 // DReluForkDBn: g = dy * mask (the residual's gradient, with add), then batch norm's backward.
+// Without relu: batch norm's backward of dy.
 struct backward_graph {
   fe::graph::Graph graph;
   attr dy, mask, x, scale, mean, inv_var, dx, dscale, dbias, d_residual;
@@ -174,9 +182,12 @@ std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
   start_graph(g, k);
   const fe::DataType_t io = fe_type(k.dtype);
   b->dy = activation(g, "dy", k, io);
-  b->mask = activation(g, "mask", k, fe::DataType_t::BOOLEAN);
-  attr d_relu = g.pointwise(b->dy, b->mask, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
-  d_relu->set_data_type(io);
+  attr d_relu = b->dy;
+  if (k.relu) {
+    b->mask = activation(g, "mask", k, fe::DataType_t::BOOLEAN);
+    d_relu = g.pointwise(b->dy, b->mask, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
+    d_relu->set_data_type(io);
+  }
   if (k.add) {
     d_relu->set_output(true);
     b->d_residual = d_relu;
@@ -228,8 +239,9 @@ class graph_cache {
   std::map<graph_key, std::unique_ptr<backward_graph>> backward_;
 };
 
-graph_key key_of(const at::Tensor& x, bool add, double eps, double momentum) {
-  return {at::native::getCudnnHandle(), x.scalar_type(), add, x.size(0), x.size(1), x.size(2), x.size(3), eps, momentum};
+graph_key key_of(const at::Tensor& x, bool relu, bool add, double eps, double momentum) {
+  return {at::native::getCudnnHandle(), x.scalar_type(), relu, add, x.size(0), x.size(1), x.size(2), x.size(3),
+          eps, momentum};
 }
 
 // On the current stream, with workspace from the caching allocator (a graph's pool in capture).
@@ -254,24 +266,26 @@ using torch::autograd::variable_list;
 
 at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
                          const at::Tensor& bias, const at::Tensor& residual_in, const at::Tensor& running_mean,
-                         const at::Tensor& running_var, double eps, double momentum, bool unbias) {
+                         const at::Tensor& running_var, double eps, double momentum, bool relu, bool unbias) {
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = nhwc(x_in);
   const bool add = residual_in.defined();
+  TORCH_CHECK(relu || !add, "fused batch norm: the residual add comes with the ReLU");
   const at::Tensor residual = add ? nhwc(residual_in.to(x.scalar_type())) : at::Tensor();
-  const graph_key k = key_of(x, add, eps, momentum);
+  const graph_key k = key_of(x, relu, add, eps, momentum);
   const forward_graph& g = graph_cache::instance().forward(k);
   const auto f32 = x.options().dtype(at::kFloat);
   at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
-  at::Tensor mask = at::empty({mask_bytes(x.numel())}, x.options().dtype(at::kByte));
+  at::Tensor mask = relu ? at::empty({mask_bytes(x.numel())}, x.options().dtype(at::kByte)) : at::Tensor();
   at::Tensor mean = at::empty({k.c}, f32), inv_var = at::empty({k.c}, f32);
   at::Tensor next_mean = at::empty({k.c}, f32), next_var = at::empty({k.c}, f32);
   const at::Tensor w = weight.contiguous(), b = bias.contiguous();
   std::unordered_map<attr, void*> pack = {
       {g.x, x.data_ptr()},           {g.scale, w.data_ptr()},          {g.bias, b.data_ptr()},
       {g.prev_mean, running_mean.data_ptr()}, {g.prev_var, running_var.data_ptr()}, {g.y, y.data_ptr()},
-      {g.mask, mask.data_ptr()},     {g.mean, mean.data_ptr()},        {g.inv_var, inv_var.data_ptr()},
+      {g.mean, mean.data_ptr()},     {g.inv_var, inv_var.data_ptr()},
       {g.next_mean, next_mean.data_ptr()},    {g.next_var, next_var.data_ptr()}};
+  if (relu) pack[g.mask] = mask.data_ptr();
   if (add) pack[g.residual] = residual.data_ptr();
   run(g.graph, k.handle, g.workspace, pack, x);
   // Written beside, then copied: the graph reads the previous statistics while it writes the next.
@@ -283,11 +297,11 @@ at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at:
   ctx->save_for_backward({x, weight});
   ctx->saved_data["mean"] = mean;
   ctx->saved_data["inv_var"] = inv_var;
-  ctx->saved_data["mask"] = mask;
+  if (relu) ctx->saved_data["mask"] = mask;
   return y;
 }
 
-variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, bool add) {
+variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, bool relu, bool add) {
   const variable_list saved = ctx->get_saved_variables();
   const at::Tensor& x = saved[0];
   const at::Tensor& weight = saved[1];
@@ -295,19 +309,20 @@ variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, b
   if (!grads[0].defined()) return variable_list(inputs);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor dy = nhwc(grads[0].to(x.scalar_type()));
-  const graph_key k = key_of(x, add, 0.0, 0.0);
+  const graph_key k = key_of(x, relu, add, 0.0, 0.0);
   const backward_graph& g = graph_cache::instance().backward(k);
   const auto f32 = x.options().dtype(at::kFloat);
   at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
   at::Tensor dscale = at::empty({k.c}, f32), dbias = at::empty({k.c}, f32);
   at::Tensor d_residual = add ? at::empty_like(x, at::MemoryFormat::ChannelsLast) : at::Tensor();
   const at::Tensor mean = ctx->saved_data["mean"].toTensor(), inv_var = ctx->saved_data["inv_var"].toTensor();
-  const at::Tensor mask = ctx->saved_data["mask"].toTensor();
+  const at::Tensor mask = relu ? ctx->saved_data["mask"].toTensor() : at::Tensor();
   const at::Tensor w = weight.contiguous();
   std::unordered_map<attr, void*> pack = {
-      {g.dy, dy.data_ptr()},     {g.mask, mask.data_ptr()},       {g.x, x.data_ptr()},
+      {g.dy, dy.data_ptr()},     {g.x, x.data_ptr()},
       {g.scale, w.data_ptr()},   {g.mean, mean.data_ptr()},       {g.inv_var, inv_var.data_ptr()},
       {g.dx, dx.data_ptr()},     {g.dscale, dscale.data_ptr()},   {g.dbias, dbias.data_ptr()}};
+  if (relu) pack[g.mask] = mask.data_ptr();
   if (add) pack[g.d_residual] = d_residual.data_ptr();
   run(g.graph, k.handle, g.workspace, pack, x);
   variable_list out = {dx, dscale, dbias};
@@ -321,9 +336,23 @@ class bn_relu_function : public torch::autograd::Function<bn_relu_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
                             double eps, double momentum, bool unbias) {
-    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, unbias);
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, true, unbias);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, false); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return fused_backward(ctx, grads, true, false);
+  }
+};
+
+class bn_function : public torch::autograd::Function<bn_function> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
+                            double eps, double momentum, bool unbias) {
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, false, unbias);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return fused_backward(ctx, grads, false, false);
+  }
 };
 
 class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_function> {
@@ -331,17 +360,25 @@ class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_functi
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& residual, const at::Tensor& running_mean,
                             const at::Tensor& running_var, double eps, double momentum, bool unbias) {
-    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum, unbias);
+    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum, true, unbias);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return fused_backward(ctx, grads, true); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return fused_backward(ctx, grads, true, true);
+  }
 };
 
-at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool unbias) {
+// relu(bn(x) [+ residual]), or bn(x) alone without relu.
+at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
+                      bool unbias) {
   const double eps = bn.options.eps(), momentum = *bn.options.momentum();
-  at::Tensor y = residual.defined() ? bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean,
-                                                                  bn.running_var, eps, momentum, unbias)
-                                    : bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean,
-                                                              bn.running_var, eps, momentum, unbias);
+  at::Tensor y;
+  if (!relu)
+    y = bn_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum, unbias);
+  else if (residual.defined())
+    y = bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean, bn.running_var, eps, momentum,
+                                    unbias);
+  else
+    y = bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum, unbias);
   {
     at::NoGradGuard no_grad;
     bn.num_batches_tracked.add_(1);
@@ -354,14 +391,19 @@ class cudnn_ops final : public batch_norm_ops {
   cudnn_ops(c10::Device device, at::ScalarType dtype, const cudnn_fusion_probe& probe)
       : device_(device), dtype_(dtype), probe_(probe) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.bn_relu || !takes(bn, x)) return bn.forward(x).relu_();
-    return fused_call(bn, x, at::Tensor(), probe_.bn_relu_unbias);
+    if (!probe_.bn_relu.works || !takes(bn, x)) return bn.forward(x).relu_();
+    return fused_call(bn, x, at::Tensor(), true, probe_.bn_relu.unbias);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& residual) override {
-    if (!probe_.bn_add_relu || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device())
+    if (!probe_.bn_add_relu.works || !takes(bn, x) || residual.sizes() != x.sizes() ||
+        residual.device() != x.device())
       return bn.forward(x).add_(residual).relu_();
-    return fused_call(bn, x, residual, probe_.bn_add_relu_unbias);
+    return fused_call(bn, x, residual, true, probe_.bn_add_relu.unbias);
+  }
+  torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+    if (!probe_.batch_norm.works || !takes(bn, x)) return bn.forward(x);
+    return fused_call(bn, x, at::Tensor(), false, probe_.batch_norm.unbias);
   }
 
  private:
@@ -389,7 +431,7 @@ std::string differs(const char* what, const at::Tensor& a, const at::Tensor& b, 
 // variance the graph's running variance holds, from a forward call (`unbias` where it is the biased
 // one), then the whole call with that correction: outputs, gradients and statistics within the
 // dtype's tolerance, and the running variance as PyTorch's, tightly.
-std::string probe_one(c10::Device device, at::ScalarType dtype, bool add, bool& unbias) {
+std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool add, bool& unbias) {
   const at::AutoGradMode grad_mode(true);
   const c10::cuda::CUDAGuard guard(device);
   const batch_norm_problem p = make_batch_norm_problem({4, 64, 8, 8}, dtype, add, 1234, device);
@@ -407,7 +449,7 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool add, bool& 
     torch::nn::BatchNorm2d bn = module();
     const at::Tensor before = bn->running_var.clone();
     const at::NoGradGuard no_grad;
-    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), false);
+    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), relu, false);
     const running_var_kind kind = classify_running_var(bn->running_var, before, p.x, momentum);
     if (kind == running_var_kind::neither) return std::string("running_var holds ") + running_var_kind_name(kind);
     unbias = kind == running_var_kind::biased;
@@ -417,7 +459,8 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool add, bool& 
   const at::Tensor xf = p.x.detach().requires_grad_(), xr = p.x.detach().requires_grad_();
   const at::Tensor rf = add ? p.residual.detach().requires_grad_() : at::Tensor();
   const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
-  const at::Tensor yf = fused_call(*fused, xf, rf, unbias), yr = reference_batch_norm_relu(*reference, xr, rr);
+  const at::Tensor yf = fused_call(*fused, xf, rf, relu, unbias);
+  const at::Tensor yr = relu ? reference_batch_norm_relu(*reference, xr, rr) : reference_batch_norm(*reference, xr);
   yf.backward(p.dy);
   yr.backward(p.dy);
   const fused_tolerance t = fused_batch_norm_tolerance(dtype);
@@ -452,7 +495,12 @@ std::string first_line(const std::string& s) {
 
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype) {
   cudnn_fusion_probe out;
-  for (const bool add : {false, true}) {
+  struct kind {
+    cudnn_fusion_check* check;
+    bool relu, add;
+  };
+  for (const kind k : {kind{&out.bn_relu, true, false}, kind{&out.bn_add_relu, true, true},
+                       kind{&out.batch_norm, false, false}}) {
     std::string why;
     bool unbias = false;
     try {
@@ -460,14 +508,14 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
       fe_type(dtype);
       load_cudnn();
       if (fe::detail::get_backend_version() < 90000) throw std::runtime_error("needs cuDNN 9 or newer");
-      const std::string mismatch = probe_one(device, dtype, add, unbias);
+      const std::string mismatch = probe_one(device, dtype, k.relu, k.add, unbias);
       if (!mismatch.empty()) why = "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
     } catch (const std::exception& e) {
       why = first_line(e.what());
     }
-    (add ? out.bn_add_relu : out.bn_relu) = why.empty();
-    (add ? out.bn_add_relu_why : out.bn_relu_why) = why;
-    (add ? out.bn_add_relu_unbias : out.bn_relu_unbias) = why.empty() && unbias;
+    k.check->works = why.empty();
+    k.check->why = why;
+    k.check->unbias = why.empty() && unbias;
   }
   return out;
 }
@@ -481,7 +529,13 @@ torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch:
                                     const torch::Tensor& residual, bool unbias_running_var) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
   TORCH_CHECK(fusable(bn), "cudnn_batch_norm_relu: the batch norm is not fusable (training mode, momentum set)");
-  return fused_call(bn, x, residual, unbias_running_var);
+  return fused_call(bn, x, residual, true, unbias_running_var);
+}
+
+torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, bool unbias_running_var) {
+  TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm: expected a CUDA N,C,H,W tensor");
+  TORCH_CHECK(fusable(bn), "cudnn_batch_norm: the batch norm is not fusable (training mode, momentum set)");
+  return fused_call(bn, x, at::Tensor(), false, unbias_running_var);
 }
 
 }  // namespace trainbench
@@ -497,12 +551,17 @@ const char* const missing =
 }
 
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
-  return {false, false, missing, missing};
+  cudnn_fusion_probe p;
+  for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = missing;
+  return p;
 }
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   throw std::runtime_error(missing);
 }
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
+  throw std::runtime_error(missing);
+}
+torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, bool) {
   throw std::runtime_error(missing);
 }
 

@@ -3,7 +3,8 @@
 // "BnAddRelu" and "DReluForkDBn" patterns NVIDIA's MLPerf ResNet runs): NHWC, fp16/bf16/fp32
 // activations, fp32 scale, bias and statistics. Forward: batch norm, [+ residual], ReLU, and a
 // bit mask of where the output is positive. Backward: the mask times dY (kept as the residual's
-// gradient where there is one), then batch norm's backward. One graph per shape, built on first
+// gradient where there is one), then batch norm's backward. The downsample branch's plain batch
+// norm runs the same graphs without the ReLU and the mask. One graph per shape, built on first
 // use (never during CUDA graph capture) and cached. Without a CUDA LibTorch, or without the
 // frontend's headers at build time, the probe says why and nothing else is reached.
 #include <ATen/core/Tensor.h>
@@ -18,16 +19,19 @@
 
 namespace trainbench {
 
-struct cudnn_fusion_probe {
-  bool bn_relu = false, bn_add_relu = false;
-  std::string bn_relu_why, bn_add_relu_why;  // why not, where false
+struct cudnn_fusion_check {
+  bool works = false;
+  std::string why;  // why not, where it does not
   // Whether the graph's next running variance holds the biased batch variance, where PyTorch's
   // holds the unbiased one (classify_running_var; cuDNN's graph API documents neither). Where it
   // does, the ops correct it after each call (unbias_running_var).
-  bool bn_relu_unbias = false, bn_add_relu_unbias = false;
+  bool unbias = false;
+};
+struct cudnn_fusion_probe {
+  cudnn_fusion_check bn_relu, bn_add_relu, batch_norm;  // the last: plain, for the downsample branch
 };
 
-// Builds each fusion's forward and backward graph for a small NHWC problem on `device` in
+// Builds each graph's forward and backward for a small NHWC problem on `device` in
 // `dtype`, runs them once and holds the results against reference_batch_norm_relu within
 // fused_batch_norm_tolerance, after finding which batch variance the graph's running variance
 // holds (a fusion whose running variance, corrected where needed, is not the unbiased one is
@@ -45,6 +49,9 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::Sca
 // correct the graph's running variance as the ops do where the probe says it is biased.
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                     const torch::Tensor& residual, bool unbias_running_var = false);
+// bn(x) alone through the cuDNN graphs, for tests.
+torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                               bool unbias_running_var = false);
 
 // How far the fused ops may be from the reference, per activation dtype: outputs and the input
 // and residual gradients within atol + rtol * max|reference|; the scale and bias gradients and

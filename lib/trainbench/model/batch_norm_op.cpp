@@ -18,11 +18,16 @@ class unfused_ops final : public batch_norm_ops {
                             const torch::Tensor& residual) override {
     return bn.forward(x).add_(residual).relu_();
   }
+  torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override { return bn.forward(x); }
 };
+
+// relu(bn(x) [+ residual]), or bn(x) alone: see reference_batch_norm_relu.
+torch::Tensor reference(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, const torch::Tensor& residual,
+                        bool relu);
 
 class reference_ops final : public batch_norm_ops {
  public:
-  reference_ops(bool relu, bool add_relu) : relu_(relu), add_relu_(add_relu) {}
+  reference_ops(bool plain, bool relu, bool add_relu) : plain_(plain), relu_(relu), add_relu_(add_relu) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
     if (!relu_ || !fusable(bn)) return bn.forward(x).relu_();
     return reference_batch_norm_relu(bn, x, torch::Tensor());
@@ -32,9 +37,13 @@ class reference_ops final : public batch_norm_ops {
     if (!add_relu_ || !fusable(bn)) return bn.forward(x).add_(residual).relu_();
     return reference_batch_norm_relu(bn, x, residual);
   }
+  torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
+    if (!plain_ || !fusable(bn)) return bn.forward(x);
+    return reference_batch_norm(bn, x);
+  }
 
  private:
-  bool relu_, add_relu_;
+  bool plain_, relu_, add_relu_;
 };
 
 }  // namespace
@@ -44,8 +53,8 @@ std::shared_ptr<batch_norm_ops> unfused_batch_norm_ops() {
   return ops;
 }
 
-std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool bn_relu, bool bn_add_relu) {
-  return std::make_shared<reference_ops>(bn_relu, bn_add_relu);
+std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool batch_norm, bool bn_relu, bool bn_add_relu) {
+  return std::make_shared<reference_ops>(batch_norm, bn_relu, bn_add_relu);
 }
 
 bool fusable(const torch::nn::BatchNorm2dImpl& bn) {
@@ -56,7 +65,17 @@ bool fusable(const torch::nn::BatchNorm2dImpl& bn) {
 
 torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                         const torch::Tensor& residual) {
-  TORCH_CHECK(x.dim() == 4, "batch norm + ReLU: expected an N,C,H,W input, got ", x.sizes());
+  return reference(bn, x, residual, true);
+}
+
+torch::Tensor reference_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) {
+  return reference(bn, x, torch::Tensor(), false);
+}
+
+namespace {
+torch::Tensor reference(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, const torch::Tensor& residual,
+                        bool relu) {
+  TORCH_CHECK(x.dim() == 4, "batch norm: expected an N,C,H,W input, got ", x.sizes());
   // Statistics in float for half inputs (as cuDNN's and ATen's kernels accumulate), in double
   // for a double model.
   const at::ScalarType compute = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -69,7 +88,8 @@ torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const to
   at::Tensor y = (xf - per_channel(mean)) * per_channel(invstd * bn.weight.to(compute)) +
                  per_channel(bn.bias.to(compute));
   if (residual.defined()) y = y + residual.to(compute);
-  y = at::relu(y).to(x.scalar_type());
+  if (relu) y = at::relu(y);
+  y = y.to(x.scalar_type());
   {
     at::NoGradGuard no_grad;
     const double n = static_cast<double>(x.numel() / x.size(1));
@@ -80,6 +100,7 @@ torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const to
   }
   return y;
 }
+}  // namespace
 
 running_var_kind classify_running_var(const torch::Tensor& got, const torch::Tensor& before, const torch::Tensor& x,
                                       double momentum) {

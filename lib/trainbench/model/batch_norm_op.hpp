@@ -1,7 +1,8 @@
 #pragma once
-// The seam between ResNet's blocks and their batch norms: every "batch norm, then ReLU" and every
-// "batch norm, add the residual, then ReLU" goes through one batch_norm_ops object, chosen once
-// when the model is built or fused (model/fusion.hpp). Implementations:
+// The seam between ResNet's blocks and their batch norms: every "batch norm, then ReLU", every
+// "batch norm, add the residual, then ReLU" and the downsample branch's plain batch norm go through
+// one batch_norm_ops object, chosen once when the model is built or fused (model/fusion.hpp).
+// Implementations:
 //   - unfused: the module's own batch norm, then ATen's in-place add and ReLU (the default);
 //   - reference: the same arithmetic in plain ATen ops, statistics in float (double for double
 //     input), autograd-correct on any device; CI holds it against the unfused ops, and the fused
@@ -23,13 +24,16 @@ class batch_norm_ops {
   // relu(bn(x) + residual).
   virtual torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                     const torch::Tensor& residual) = 0;
+  // bn(x) alone: the downsample branch's batch norm.
+  virtual torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) = 0;
 };
 
 // The module's batch norm, then in-place add and ReLU: what torchvision's blocks run.
 std::shared_ptr<batch_norm_ops> unfused_batch_norm_ops();
 
-// The reference for either fusion, or both; a fusion not chosen runs unfused.
-std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool bn_relu, bool bn_add_relu);
+// The reference for any of the three (plain batch norm, + ReLU, + add + ReLU); one not chosen runs
+// unfused.
+std::shared_ptr<batch_norm_ops> reference_batch_norm_ops(bool batch_norm, bool bn_relu, bool bn_add_relu);
 
 // Whether a fused op can stand in for bn's forward: training mode, affine, running statistics
 // tracked with a set momentum (an unset one means a cumulative average, whose factor LibTorch
@@ -41,6 +45,8 @@ bool fusable(const torch::nn::BatchNorm2dImpl& bn);
 // counter advanced. The output has x's dtype and memory format; `residual` may be undefined.
 torch::Tensor reference_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                         const torch::Tensor& residual);
+// bn(x) in the same plain ATen ops, without the ReLU.
+torch::Tensor reference_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x);
 
 // Which batch variance a running variance holds after one training-mode update from `before` with
 // `momentum` on the batch x (N,C,H,W): PyTorch's convention, the unbiased variance (times M/(M-1),

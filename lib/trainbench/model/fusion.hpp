@@ -1,6 +1,7 @@
 #pragma once
 // backend.compile's model half: batch norm with ReLU, and batch norm with the residual add and
-// ReLU, each run as one op forward and backward. The step asks for it once, when the pipeline is
+// ReLU, each run as one op forward and backward, and the downsample branch's batch norm on the same
+// kernels. The step asks for it once, when the pipeline is
 // built; the model then runs the chosen ops (model/batch_norm_op.hpp) and never branches on the
 // switch again.
 #include <c10/core/Device.h>
@@ -34,6 +35,7 @@ struct fusion_outcome {
 // The fusions by name, as `applied` and `ineffective` start.
 inline constexpr const char* fusion_bn_relu = "batch norm + ReLU";
 inline constexpr const char* fusion_bn_add_relu = "batch norm + add + ReLU";
+inline constexpr const char* fusion_downsample_bn = "downsample batch norm";
 
 // Switches the model's batch norms (with their ReLU, and with the residual add) to fused ops
 // where this device and dtype have them. On a GPU each fusion is first built, run once on a small

@@ -14,11 +14,32 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
 
-// Batch norm with ReLU, and with the residual add and ReLU, through the model's batch_norm_ops:
-// by default torchvision's in-place ReLU and add (ReLU(inplace=True), out += identity).
+// The downsample branch, a 1x1 convolution and a batch norm: kept as torchvision's Sequential for
+// its parameter names (downsample.0, downsample.1), its batch norm run through the block's ops.
+class shortcut {
+ public:
+  explicit shortcut(const nn::Sequential& down) {
+    if (!down) return;
+    conv_ = std::dynamic_pointer_cast<nn::Conv2dImpl>(down->ptr(0));
+    bn_ = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(down->ptr(1));
+    TB_ASSERT(conv_ && bn_, "a downsample branch is a convolution, then a batch norm");
+  }
+  torch::Tensor operator()(batch_norm_ops& ops, const torch::Tensor& x) const {
+    return bn_ ? ops.batch_norm(*bn_, conv_->forward(x)) : x;
+  }
+
+ private:
+  std::shared_ptr<nn::Conv2dImpl> conv_;
+  std::shared_ptr<nn::BatchNorm2dImpl> bn_;
+};
+
+// Batch norm with ReLU, with the residual add and ReLU, and the downsample's batch norm, through
+// the model's batch_norm_ops: by default torchvision's in-place ReLU and add (ReLU(inplace=True),
+// out += identity).
 class basic_block_impl : public nn::Module {
  public:
-  basic_block_impl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample_) {
+  basic_block_impl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample_)
+      : identity(downsample_) {
     conv1 = register_module("conv1", conv(in, planes, 3, stride));
     bn1 = register_module("bn1", nn::BatchNorm2d(planes));
     conv2 = register_module("conv2", conv(planes, planes, 3));
@@ -27,7 +48,7 @@ class basic_block_impl : public nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     const torch::Tensor y = conv2(ops->bn_relu(*bn1, conv1(x)));
-    return ops->bn_add_relu(*bn2, y, downsample ? downsample->forward(x) : x);
+    return ops->bn_add_relu(*bn2, y, identity(*ops, x));
   }
   nn::BatchNorm2d last_bn() const { return bn2; }
   std::shared_ptr<batch_norm_ops> ops = unfused_batch_norm_ops();
@@ -36,6 +57,7 @@ class basic_block_impl : public nn::Module {
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   nn::Sequential downsample{nullptr};
+  shortcut identity;
 };
 TORCH_MODULE_IMPL(basic_block, basic_block_impl);
 
@@ -44,7 +66,8 @@ TORCH_MODULE_IMPL(basic_block, basic_block_impl);
 class bottleneck_impl : public nn::Module {
  public:
   bottleneck_impl(int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group,
-                  nn::Sequential downsample_) {
+                  nn::Sequential downsample_)
+      : identity(downsample_) {
     const int64_t mid = planes * width_per_group / 64 * groups;
     conv1 = register_module("conv1", conv(in, mid, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(mid));
@@ -57,7 +80,7 @@ class bottleneck_impl : public nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor y = ops->bn_relu(*bn1, conv1(x));
     y = conv3(ops->bn_relu(*bn2, conv2(y)));
-    return ops->bn_add_relu(*bn3, y, downsample ? downsample->forward(x) : x);
+    return ops->bn_add_relu(*bn3, y, identity(*ops, x));
   }
   nn::BatchNorm2d last_bn() const { return bn3; }
   std::shared_ptr<batch_norm_ops> ops = unfused_batch_norm_ops();
@@ -66,6 +89,7 @@ class bottleneck_impl : public nn::Module {
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::Sequential downsample{nullptr};
+  shortcut identity;
 };
 TORCH_MODULE_IMPL(bottleneck, bottleneck_impl);
 
