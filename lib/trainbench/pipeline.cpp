@@ -107,6 +107,12 @@ void choose_threads(const profile& p, bool on_cuda, int local_world, effective_s
   }
 }
 
+// The dtype of the batches the device decode writes: under autocast its dtype, which the first
+// convolution would cast a float batch to anyway.
+at::ScalarType decoded_dtype(const profile& p) {
+  return p.train.amp == amp_mode::off ? at::kFloat : amp_dtype(p.train.amp);
+}
+
 // data.decode: device where nvJPEG can run here; otherwise the host decodes, and the report says
 // so as an ineffective switch (an error with --strict).
 std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device device, bool strict,
@@ -122,6 +128,7 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.mean = p.data.normalize.mean;
     no.std = p.data.normalize.std;
     no.channels_last = p.model.channels_last;
+    no.dtype = decoded_dtype(p);
     no.copy_stream = p.transfer.copy_stream;
     no.max_image_pixels = p.data.max_image_pixels;
     no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
@@ -341,13 +348,14 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
   out.trace = make_trace(p, o.launch, batch);
   const bool host_data = p.data.source != data_source::device_synthetic;
   const bool graph = on_cuda && (p.backend.cuda_graph || p.backend.compile) && !out.group;
+  at::ScalarType batch_dtype = at::kFloat;
   if (host_data) {
     std::unique_ptr<transfer_stage> decoder = device_decoder(p, device, o.strict, e);
     out.loader = make_loader(p, o, on_cuda && p.data.pin_memory, decoder != nullptr, batch, out.trace.get(), e);
     if (decoder && out.loader->encoded()) {
       out.transfer = std::move(decoder);
       e.decode = "device";
-
+      batch_dtype = decoded_dtype(p);
     } else {
       out.transfer = on_cuda ? make_cuda_transfer(device, p.transfer, e.pinned_memory) : make_passthrough_transfer();
     }
@@ -389,7 +397,8 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       out.sync =
           std::make_unique<grad_sync>(model->parameters(), *out.group, p.dist.bucket_mb, p.train.grad_accumulation);
     }
-    const step_options so = make_step_options(p, device);
+    step_options so = make_step_options(p, device);
+    so.input_dtype = batch_dtype;
     e.amp = to_string(p.train.amp);
     e.grad_scaler = so.scaler;
     out.step = graph ? make_graph_step(std::move(model), so, shape, p.model.channels_last)

@@ -59,13 +59,15 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   no.std = {0.229, 0.224, 0.225};
   no.channels_last = GENERATE(false, true);  // the fused kernel writes NCHW or NHWC
   no.copy_stream = GENERATE(false, true);    // on the compute stream or a side stream
-  INFO("channels_last " << no.channels_last << ", copy_stream " << no.copy_stream);
+  no.dtype = GENERATE(at::kFloat, at::kHalf);  // float, or fp16 written directly for autocast
+  INFO("channels_last " << no.channels_last << ", copy_stream " << no.copy_stream << ", dtype " << no.dtype);
   std::string why;
   auto decoder = make_nvjpeg_transfer(device, no, why);
   INFO(why);
   REQUIRE(decoder);
-  // The fused crop kernel passed its check against the host path's floats at construction.
+  // The fused crop kernel passed its check against the host path's values at construction.
   CHECK_THAT(decoder->describe(), Catch::Contains("in one fused kernel per batch"));
+  CHECK_THAT(decoder->describe(), Catch::Contains(no.dtype == at::kHalf ? "into float16" : "into float32"));
   batch_loader host(ds, options(false)), files(ds, options(true));
   for (int b = 0; b < 4; ++b) {
     const host_batch& h = host.next();
@@ -73,9 +75,11 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
     host.release(h);
     decoder->submit(files.next(), files);
     const device_batch d = decoder->take();
-    const at::Tensor got = d.images.cpu();
+    CHECK(d.images.scalar_type() == no.dtype);
+    const at::Tensor got = d.images.cpu().to(at::kFloat);
     decoder->step_done();
-    // One grey level is 1 / (255 * 0.229) = 0.017 after normalisation.
+    // One grey level is 1 / (255 * 0.229) = 0.017 after normalisation (fp16 rounds |x| <= 2.7 to
+    // within 0.001).
     const double mean_abs = (got - expected).abs().mean().item<double>();
     const double max_abs = (got - expected).abs().max().item<double>();
     INFO("batch " << b << ": mean " << mean_abs << ", max " << max_abs);
@@ -431,14 +435,20 @@ TEST_CASE("nvJPEG submit with copy_stream never waits for the device", "[gpu]") 
 TEST_CASE("run with data.decode: device, copy_stream, pin_memory and cuda_graph trains on the decoded batches",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-  const auto dir = tbtest::scratch("gpu-decode-graph");
+  // fp32 with the graph alone; fp16 under backend.compile, where the decode writes fp16 NHWC
+  // batches straight into the graph's static input.
+  const bool fp16 = GENERATE(false, true);
+  INFO((fp16 ? "amp fp16, backend.compile" : "fp32, backend.cuda_graph"));
+  const auto dir = tbtest::scratch(fp16 ? "gpu-decode-graph-fp16" : "gpu-decode-graph");
   tbtest::write_text(dir / "p.yaml",
                      "name: nvjpeg-graph\ndevice: cuda\nmodel: {arch: resnet18, num_classes: 2}\n"
                      "data: {source: imagefolder, path: '" +
                          baseline_folder().string() +
                          "', split: train, image_size: 64, decode: device, workers: 2, pin_memory: true}\n"
-                         "train: {batch_size: 4}\ntransfer: {non_blocking: true, copy_stream: true}\n"
-                         "backend: {cuda_graph: true}\n"
+                         "train: {batch_size: 4" +
+                         std::string(fp16 ? ", amp: fp16}\n" : "}\n") +
+                         "transfer: {non_blocking: true, copy_stream: true}\n" +
+                         (fp16 ? "backend: {compile: true}\n" : "backend: {cuda_graph: true}\n") +
                          "measure: {warmup_batches: 4, measured_batches: 2, repeats: 2}\n");
   const auto r = tbtest::run_cli("run --strict --config '" + (dir / "p.yaml").string() + "' --out '" +
                                  (dir / "r.json").string() + "'");
@@ -447,6 +457,8 @@ TEST_CASE("run with data.decode: device, copy_stream, pin_memory and cuda_graph 
   const auto j = tbtest::read_json(dir / "r.json");
   CHECK(j["effective"]["decode"] == "device");
   CHECK(j["effective"]["cuda_graph"] == true);
+  CHECK_THAT(j["effective"]["transfer"].get<std::string>(),
+             Catch::Contains(fp16 ? "into float16 NHWC batches" : "into float32 NCHW batches"));
   for (const auto& note : j["effective"]["notes"]) CHECK(note.get<std::string>().find("pin_memory") == std::string::npos);
   const auto& dd = j["results"]["device_decode"];
   CHECK(dd["pageable_batches"] == 0);

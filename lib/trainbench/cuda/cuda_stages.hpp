@@ -40,6 +40,9 @@ struct nvjpeg_options {
   int image_size = 224;
   std::vector<double> mean, std;
   bool channels_last = false;
+  // The batch's dtype: float, or under autocast its fp16/bf16, which the first convolution would
+  // cast the batch to anyway (the fused crop then writes it directly, half the bytes).
+  at::ScalarType dtype = at::kFloat;
   bool copy_stream = false;  // decode on a side stream, one batch ahead of the step
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;

@@ -95,7 +95,7 @@ class graph_step final : public train_step {
         options_(o),
         optimizer_(make_step_optimizer(model_->parameters(), o.optimizer, o.fused_sgd)) {
     auto f = at::TensorOptions().device(o.device);
-    static_images_ = at::zeros(shape, f.dtype(at::kFloat));
+    static_images_ = at::zeros(shape, f.dtype(o.input_dtype));
     if (channels_last) static_images_ = static_images_.contiguous(at::MemoryFormat::ChannelsLast);
     static_labels_ = at::zeros({shape[0]}, f.dtype(at::kLong));
     if (o.scaler) scaler_.emplace(o.device);

@@ -229,7 +229,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
            "): batched decode, then crop, resize, flip and normalise " +
-           (fused_ ? "in one fused kernel per batch" : "by ATen ops per image (" + fused_why_ + ")") + " on " +
+           (fused_ ? "in one fused kernel per batch" : "by ATen ops per image (" + fused_why_ + ")") + " into " +
+           crop_dtype_name(batch_dtype()) + " " + crop_layout_name(options_.channels_last ? crop_layout::nhwc : crop_layout::nchw) + " batches on " +
            (side_ ? "a side stream, one batch ahead" : "the compute stream") +
            "; files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
@@ -301,7 +302,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     auto opts = at::TensorOptions().device(device_);
     const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     for (int k = 0; k < depth_; ++k) {
-      images_.push_back(at::empty({b, 3, s, s}, opts.dtype(at::kFloat), format));
+      images_.push_back(at::empty({b, 3, s, s}, opts.dtype(options_.dtype), format));
       labels_.push_back(at::empty({b}, opts.dtype(at::kLong)));
     }
     // A job table per batch in flight and one more, made now: the launches allocate nothing later.
@@ -535,8 +536,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                  " shrinks by more than the fused crop kernel's filters hold (about 150x); such batches are cropped "
                  "by ATen ops per image");
     }
-    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
-    out.mul_(scale_).add_(bias_);
+    // In float, as the host path: a half batch takes the normalised values.
+    at::Tensor into = out.scalar_type() == at::kFloat ? out : float_scratch().narrow(0, 0, n);
+    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], into[i]);
+    into.mul_(scale_).add_(bias_);
+    if (!into.is_same(out)) out.copy_(into);
+  }
+
+  // A whole float batch like the buffers, made the first time the ATen ops crop into a half batch.
+  at::Tensor float_scratch() {
+    const at::Tensor& like = images_.front();
+    if (!scratch_.defined())
+      scratch_ = at::empty(like.sizes(), like.options().dtype(at::kFloat), like.suggest_memory_format());
+    return scratch_;
   }
 
   // The kernel's job i: image source_[i]'s pixels in the arena, whole, and its plan.
@@ -555,17 +567,31 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
   }
 
-  // The batch tensor as the kernel's output: float32, NCHW or NHWC (channels_last), slot i at
-  // element i * 3 * S * S.
+  crop_dtype batch_dtype() const {
+    switch (options_.dtype) {
+      case at::kHalf:
+        return crop_dtype::float16;
+      case at::kBFloat16:
+        return crop_dtype::bfloat16;
+      default:
+        return crop_dtype::float32;
+    }
+  }
+
+  // The batch tensor as the kernel's output: float32, fp16 or bf16 (options_.dtype), NCHW or NHWC
+  // (channels_last), slot i at element i * 3 * S * S.
   fused_crop_output batch_output(const at::Tensor& out) const {
+    TB_ASSERT(out.scalar_type() == options_.dtype, "nvjpeg: a batch buffer of another dtype than the decode's");
     const int s = options_.image_size;
     return {out.data_ptr(), 3LL * s * s, s, options_.channels_last ? crop_layout::nhwc : crop_layout::nchw,
-            crop_dtype::float32};
+            batch_dtype()};
   }
 
   // Before the first batch: the kernel crops a made-up image (odd sizes; a train crop shrunk with
   // flip, one enlarged, an eval resize) on this device and must give the host path's floats
-  // (data/fused_crop.hpp's reference, which equals crop_resampler bit for bit). A kernel that
+  // (data/fused_crop.hpp's reference, which equals crop_resampler bit for bit), rounded to the
+  // batch's dtype by the reference too: within 1e-5, plus one unit in the last place of a half
+  // dtype, since sums 1e-5 apart may round to neighbouring halves. A kernel that
   // fails to launch or differs leaves the ATen ops, and `why` says so; a fault that leaves the
   // device unusable (a sticky CUDA error) is thrown instead, since nothing else could run there
   // either. The one host sync is here, before any window.
@@ -581,19 +607,23 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       fused_crop_job jobs[3];
       for (int i = 0; i < 3; ++i) jobs[i] = {device_pixels.data_ptr<std::uint8_t>(), 3LL * w, w, h, 3, fused_plan(plans[i])};
       const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-      at::Tensor expected = at::empty({3, 3, s, s}, at::TensorOptions().dtype(at::kFloat), format);
+      at::Tensor expected = at::empty({3, 3, s, s}, at::TensorOptions().dtype(options_.dtype), format);
       fused_crop_output host_out = batch_output(expected);
       for (int i = 0; i < 3; ++i) {
         fused_crop_job on_host = jobs[i];
         on_host.pixels = pixels.data();
         fused_crop_reference(on_host, i, host_out, norm_);
       }
-      at::Tensor got = at::empty({3, 3, s, s}, at::TensorOptions().device(device_).dtype(at::kFloat), format);
+      at::Tensor got = at::empty({3, 3, s, s}, at::TensorOptions().device(device_).dtype(options_.dtype), format);
       const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
       crop_kernel_.launch(jobs, 3, batch_output(got), norm_, stream.stream());
-      const double diff = (got.cpu() - expected).abs().max().item<double>();  // waits for the kernel
-      if (diff <= 1e-5) return true;
-      why = "on this device it differs from the host path's floats by up to " + std::to_string(diff);
+      const at::Tensor want = expected.to(at::kDouble);
+      const at::Tensor diff = (got.cpu().to(at::kDouble) - want).abs();  // waits for the kernel
+      const double ulp = options_.dtype == at::kHalf ? 0x1p-10 : options_.dtype == at::kBFloat16 ? 0x1p-7 : 0.0;
+      const double worst = (diff - want.abs() * ulp).max().item<double>();
+      if (worst <= 1e-5) return true;
+      why = "on this device it differs from the host path's values by up to " + std::to_string(worst) +
+            " beyond rounding";
     } catch (const std::invalid_argument& e) {
       why = std::string("it refused the check's jobs: ") + e.what();
     } catch (const std::exception& e) {
@@ -653,6 +683,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::int64_t batches_too_shrunk_ = 0;    // batches the kernel could not take, cropped by ATen ops
   std::string fused_why_;                  // else why not
   std::vector<fused_crop_job> jobs_;       // one per image of the batch being cropped
+  at::Tensor scratch_;                     // a float batch, for the ATen ops into a half batch
   fused_crop_launcher crop_kernel_;        // declared last: destroyed first, after the device sync above
 };
 

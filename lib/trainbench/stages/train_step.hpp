@@ -40,6 +40,9 @@ struct step_options {
   int accumulation = 1;
   optimizer_config optimizer;
   bool fused_sgd = false;  // backend.compile: at::_fused_sgd_ instead of `sgd`
+  // The dtype of the batches the step is given (a graph step's static input has it): float, or
+  // autocast's dtype where the device decode writes that directly.
+  at::ScalarType input_dtype = at::kFloat;
 };
 
 std::unique_ptr<train_step> make_eager_step(resnet model, const step_options& options);
