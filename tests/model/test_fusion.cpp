@@ -284,7 +284,7 @@ TEST_CASE("fuse_batch_norm: on a GPU, NCHW and float64 keep the unfused ops, wit
   CHECK(o.ineffective[2] == "downsample batch norm: no cuDNN fusion in fp64");
 }
 
-TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports both fusions ineffective and keeps the unfused ops") {
+TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports every fusion ineffective and keeps the unfused ops") {
   if (torch::cuda::is_available()) {
     SUCCEED("this host has a GPU: the [gpu] tests of fused batch norm cover it");
     return;

@@ -370,6 +370,7 @@ class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_functi
 // relu(bn(x) [+ residual]), or bn(x) alone without relu.
 at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
                       bool unbias) {
+  TORCH_CHECK(relu || !residual.defined(), "fused batch norm: the residual add comes with the ReLU");
   const double eps = bn.options.eps(), momentum = *bn.options.momentum();
   at::Tensor y;
   if (!relu)
@@ -410,7 +411,7 @@ class cudnn_ops final : public batch_norm_ops {
   bool takes(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x) const {
     return fusable(bn) && x.dim() == 4 && x.device() == device_ && x.scalar_type() == dtype_ &&
            bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
-           x.numel() < std::numeric_limits<std::int32_t>::max();
+           bn.running_var.scalar_type() == at::kFloat && x.numel() < std::numeric_limits<std::int32_t>::max();
   }
   c10::Device device_;
   at::ScalarType dtype_;

@@ -32,10 +32,12 @@ struct cudnn_fusion_probe {
 };
 
 // Builds each graph's forward and backward for a small NHWC problem on `device` in
-// `dtype`, runs them once and holds the results against reference_batch_norm_relu within
-// fused_batch_norm_tolerance, after finding which batch variance the graph's running variance
-// holds (a fusion whose running variance, corrected where needed, is not the unbiased one is
-// refused). Synchronises the device: call it when the pipeline is built.
+// `dtype`, runs them once and holds the results against the reference ops (reference_batch_norm_relu,
+// _add_relu, reference_batch_norm) within fused_batch_norm_tolerance, after finding which batch
+// variance the graph's running variance holds (a fusion whose running variance, corrected where
+// needed, is not the unbiased one is refused). The finding is made on the probe's one shape and
+// taken to hold for every shape: cuDNN's engines for one graph pattern compute it one way.
+// Synchronises the device: call it when the pipeline is built.
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype);
 
 // The fused ops for the fusions the probe passed, with its running-variance correction (the

@@ -105,6 +105,9 @@ torch::Tensor reference(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, 
 running_var_kind classify_running_var(const torch::Tensor& got, const torch::Tensor& before, const torch::Tensor& x,
                                       double momentum) {
   TORCH_CHECK(x.dim() == 4, "classify_running_var: expected an N,C,H,W batch, got ", x.sizes());
+  TORCH_CHECK(got.numel() == x.size(1) && before.numel() == x.size(1),
+              "classify_running_var: expected one running variance per channel (", x.size(1), "), got ", got.numel(),
+              " and ", before.numel());
   const at::Tensor xd = x.detach().to(at::kCPU, at::kDouble);
   const double m = static_cast<double>(x.numel() / x.size(1));
   TORCH_CHECK(m > 1, "classify_running_var: one value per channel has no unbiased variance");

@@ -16,6 +16,9 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
 
 // The downsample branch, a 1x1 convolution and a batch norm: kept as torchvision's Sequential for
 // its parameter names (downsample.0, downsample.1), its batch norm run through the block's ops.
+// Holds the downsample's modules by pointer, as the block's own members hold conv1 and bn1: a
+// replace_module() of downsample.0 or .1, or a clone() that does not rebuild the block, would leave
+// these pointing at the old modules. The model does neither (fusion swaps the ops, not modules).
 class shortcut {
  public:
   explicit shortcut(const nn::Sequential& down) {
