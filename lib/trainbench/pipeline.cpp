@@ -188,10 +188,10 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   return loader;
 }
 
-device_batch make_device_synthetic(const profile& p, c10::Device device, std::int64_t batch) {
+device_batch make_device_synthetic(const profile& p, c10::Device device, std::int64_t batch, at::ScalarType dtype) {
   auto opts = at::TensorOptions().device(device);
   const std::int64_t s = p.data.image_size;
-  at::Tensor images = at::randn({batch, 3, s, s}, opts);
+  at::Tensor images = at::randn({batch, 3, s, s}, opts).to(dtype);
   if (p.model.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor labels = at::randint(p.model.num_classes, {batch}, opts.dtype(at::kLong));
   return {images, labels, 0, batch};
@@ -368,7 +368,8 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       e.preprocess = "device";
     }
   } else {
-    out.fixed = make_device_synthetic(p, device, batch);
+    if (o.synthetic_as_decoded) batch_dtype = decoded_dtype(p);
+    out.fixed = make_device_synthetic(p, device, batch, batch_dtype);
     e.transfer = "none (device-synthetic: one batch made on the device, reused)";
     e.dataset = "device-synthetic";
   }

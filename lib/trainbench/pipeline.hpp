@@ -11,6 +11,10 @@ struct build_options {
   bool strict = false;      // requested-but-ineffective switches become errors
   bool with_step = true;    // false: loader and transfer only (bench-data)
   launch_info launch;       // this process's place in a data-parallel job (launcher "none": alone)
+  // data.source: device-synthetic: make the batch in the dtype data.decode: device writes (the
+  // autocast dtype under train.amp), as the batches of the loop it stands for (bottleneck's
+  // ceiling of a loop whose decode ran on the device).
+  bool synthetic_as_decoded = false;
 };
 
 // Resolves device: auto | cpu | cuda | cuda:N. Throws config_error when CUDA is asked for but absent.

@@ -47,11 +47,11 @@ struct bottleneck_side {
 };
 
 void prepare_side(bottleneck_side& s, const loaded_profile& lp, const profile& p, const bottleneck_request& req,
-                  int& code) {
+                  const build_options& bo, int& code) {
   s.in.prof = p;
   s.in.profile_path = lp.path.string();
   s.in.context = host_context(req.command_line);
-  s.pipe = build_for_report(lp, p, build_options{}, s.in, code);
+  s.pipe = build_for_report(lp, p, bo, s.in, code);
   s.in.context = full_context(req.command_line, s.in.effective, p);
   if (!s.pipe) return;
   log_settings(p, s.in.effective);
@@ -160,8 +160,14 @@ int bottleneck_command(const bottleneck_request& req) {
   sides[1].file = "ceiling.json";
   sides[1].in.measurement = "bottleneck-ceiling";
   int code = exit_code::ok;
-  prepare_side(sides[0], lp, p, req, code);
-  if (sides[0].pipe) prepare_side(sides[1], lp, ceiling_profile(p, sides[0].pipe->batch_size), req, code);
+  prepare_side(sides[0], lp, p, req, build_options{}, code);
+  if (sides[0].pipe) {
+    // The ceiling's one batch in the dtype the loop's batches arrive in: fp16/bf16 where the
+    // device decode writes them under autocast, so neither side pays a cast the other does not.
+    build_options ceiling;
+    ceiling.synthetic_as_decoded = sides[0].in.effective.decode == "device";
+    prepare_side(sides[1], lp, ceiling_profile(p, sides[0].pipe->batch_size), req, ceiling, code);
+  }
   if (code == exit_code::ok) code = run_rounds(sides, req.rounds);
   share_failure(sides[0], sides[1]);
   share_failure(sides[1], sides[0]);
