@@ -403,10 +403,12 @@ fi
 
 if start decode; then
   # bench-data on the JPEGs: the same profile decoded by libjpeg-turbo in the loader's workers
-  # (data.decode: host) and by nvJPEG on the GPU (device); images/s and device / host on the page.
+  # (data.decode: host) and by nvJPEG on the GPU (device), then the device decoding whole images
+  # (data.partial_decode: false: what the engines' regions of interest buy); ratios on the page.
   mkdir -p "$out/decode"
-  for mode in device host; do
-    within $TB bench-data -q -c configs/imagenet/05-device-decode.yaml --set data.decode=$mode \
+  for mode in device host device-whole; do
+    within $TB bench-data -q -c configs/imagenet/05-device-decode.yaml --set data.decode=${mode%-whole} \
+      $([ $mode = device-whole ] && echo --set data.partial_decode=false) \
       --processes $rounds_other "${sets[@]}" --out "$out/decode/$mode.json" || echo "bench-data $mode failed"
   done
 fi

@@ -264,6 +264,10 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
         if (r or {}).get("status") == "ok" else None
     if dev or host:
         print(ratio_line("decode images/s (bench-data): device / host", (rate(dev), "device"), (rate(host), "host")))
+        whole = decode.get("device-whole")
+        if whole:
+            print(ratio_line("decode images/s: regions of interest / whole images (device)", (rate(dev), "device"),
+                             (rate(whole), "device-whole")))
         if dev and (dev.get("effective") or {}).get("decode") != "device":
             print("  The device run decoded on the host (nvJPEG unavailable or no GPU: its notes say why): "
                   "the ratio compares the host with itself.")
@@ -334,7 +338,7 @@ def parts(dirs, name):
 def decode_reports(dirs):
     folder = last_existing(dirs, "decode")
     out = {}
-    for mode in ("device", "host"):
+    for mode in ("device", "host", "device-whole"):
         f = os.path.join(folder, f"{mode}.json") if folder else ""
         if f and os.path.exists(f):
             try:

@@ -130,6 +130,7 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.channels_last = p.model.channels_last;
     no.dtype = decoded_dtype(p);
     no.copy_stream = p.transfer.copy_stream;
+    no.regions = p.data.partial_decode;
     no.max_image_pixels = p.data.max_image_pixels;
     no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
     stage = make_nvjpeg_transfer(device, no, why);

@@ -133,6 +133,58 @@ TEST_CASE("fused crop reference: the host path's crop_resampler bit for bit in f
   CHECK(checked > 100000);
 }
 
+TEST_CASE("fused crop: the plan's own region (a device decode's region of interest) crops as the whole image") {
+  std::mt19937 rng(43);
+  const normalizer norm = test_normalizer();
+  int smaller = 0, shifted_both = 0;
+  for (int i = 0; i < 160; ++i) {
+    const int w = 1 + static_cast<int>(rng() % 600), h = 1 + static_cast<int>(rng() % 600);
+    const test_image im = random_image(rng, w, h, 3);
+    const test_case c = random_case(rng, im, i);
+    const bool nhwc = (i & 1) != 0;
+    INFO("image " << w << "x" << h << ", S " << c.size << ", flip " << c.plan.flip);
+    const plan_region r = region_of(c.plan, w, h);
+    REQUIRE(r.x0 >= 0);
+    REQUIRE(r.y0 >= 0);
+    CHECK(r.x0 % 16 == 0);
+    CHECK(r.y0 % 16 == 0);
+    // Every pixel the taps read, and a block more where the file has one.
+    CHECK(r.x0 <= std::max(0, c.plan.x.lo - 16));
+    CHECK(r.y0 <= std::max(0, c.plan.y.lo - 16));
+    CHECK(r.x0 + r.width >= std::min(w, c.plan.x.hi + 16));
+    CHECK(r.y0 + r.height >= std::min(h, c.plan.y.hi + 16));
+    REQUIRE(r.x0 + r.width <= w);
+    REQUIRE(r.y0 + r.height <= h);
+    smaller += static_cast<std::int64_t>(r.width) * r.height < static_cast<std::int64_t>(w) * h;
+    shifted_both += r.x0 > 0 && r.y0 > 0;
+    // The region copied out densely, as a decoder of the region alone writes it.
+    std::vector<std::uint8_t> roi(static_cast<std::size_t>(r.width) * r.height * 3);
+    for (int y = 0; y < r.height; ++y)
+      std::memcpy(roi.data() + static_cast<std::size_t>(y) * r.width * 3, im.at(r.x0, r.y0 + y),
+                  static_cast<std::size_t>(r.width) * 3);
+    const std::size_t n = 3 * static_cast<std::size_t>(c.size) * c.size;
+    std::vector<float> got(n, -1.f), whole(n, -2.f);
+    fused_crop_output out;
+    out.size = c.size;
+    out.slot_stride = static_cast<std::int64_t>(n);
+    out.layout = nhwc ? crop_layout::nhwc : crop_layout::nchw;
+    out.dtype = crop_dtype::float32;
+    fused_crop_job job{roi.data(), 3LL * r.width, r.width, r.height, 3,
+                       fused_plan(c.plan, r.x0, r.y0, r.width, r.height)};
+    REQUIRE(fused_crop_problem(job, c.size).empty());
+    out.ptr = got.data();
+    fused_crop_reference(job, 0, out, fused_normalizer(norm));
+    const fused_crop_job full{im.bytes.data(), im.pitch, w, h, 3, fused_plan(c.plan)};
+    out.ptr = whole.data();
+    fused_crop_reference(full, 0, out, fused_normalizer(norm));
+    std::size_t differ = 0;
+    for (std::size_t k = 0; k < n; ++k) differ += bits(got[k]) != bits(whole[k]);
+    CHECK(differ == 0);
+  }
+  CHECK(smaller > 80);       // most train crops need well under the whole file
+  CHECK(shifted_both > 20);  // and the shift is tested on both axes at once
+}
+
 TEST_CASE("fused crop: the kernel's arithmetic on the host equals the reference bit for bit, every dtype and layout") {
   std::mt19937 rng(7);
   const fused_crop_normalizer norm = fused_normalizer(test_normalizer());

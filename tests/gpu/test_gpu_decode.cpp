@@ -384,9 +384,46 @@ TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "
   CHECK(c->host_fallbacks == 0);
   if (engines) {
     CHECK(c->images_hardware == 16);
+    // Whether the engines take a region is theirs to say (nvjpegDecodeBatchedSupportedEx).
+    if (c->images_region < 16) WARN("the engines decoded " << c->images_region << " of 16 train crops as regions");
   } else {
     CHECK(c->images_hardware + c->images_cuda == 16);
   }
+}
+
+// Deliverable: decode the region of interest where the backend allows. The engines decoding only
+// each train crop's source rectangle must give the batches they give decoding whole images.
+TEST_CASE("the JPEG engines decoding each crop's region give the batches of whole-image decoding", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  nvjpeg_options with = small_options(), without = small_options();
+  without.regions = false;
+  std::string why;
+  auto regions = make_nvjpeg_transfer(device, with, why);
+  auto whole = make_nvjpeg_transfer(device, without, why);
+  INFO(why);
+  REQUIRE(regions);
+  REQUIRE(whole);
+  INFO(regions->describe());
+  const auto ds = read_image_folder(baseline_folder(), "train");
+  batch_loader a(ds, options(true)), b(ds, options(true));  // the same seed: the same crops
+  for (int k = 0; k < 2; ++k) {
+    regions->submit(a.next(), a);
+    const at::Tensor got = regions->take().images.cpu();
+    regions->step_done();
+    whole->submit(b.next(), b);
+    const at::Tensor want = whole->take().images.cpu();
+    whole->step_done();
+    const double max_abs = (got - want).abs().max().item<double>();
+    WARN("batch " << k << ": regions against whole images differ by up to " << max_abs);
+    CHECK(max_abs < 0.02);  // within one grey level, 1 / (255 * 0.229) = 0.017 after normalisation
+  }
+  const device_decode_counts* c = regions->decode_counts();
+  WARN(c->images_region << " of " << c->images_hardware << " hardware images decoded as regions");
+  CHECK(c->images_region <= c->images_hardware);
+  CHECK(c->state_waits == 0);
+  CHECK(whole->decode_counts()->images_region == 0);
+  if (c->images_hardware == 0) WARN("no JPEG engines on this GPU: both decoded every image whole");
 }
 
 // Deliverable: submit never waits for the device. The side stream is held behind a long kernel
@@ -424,6 +461,13 @@ TEST_CASE("nvJPEG submit with copy_stream never waits for the device", "[gpu]") 
     decoder->submit(next, files);
     const cudaError_t state = cudaStreamQuery(lane->stream()->stream());
     CHECK(state == cudaErrorNotReady);
+    // One more, while the side stream is still held: a decode state whose batch is queued behind
+    // the "step" is not reused, and submit does not wait for it either.
+    decoder->take();
+    decoder->step_done();
+    decoder->submit(files.next(), files);
+    CHECK(cudaStreamQuery(lane->stream()->stream()) == cudaErrorNotReady);
+    CHECK(decoder->decode_counts()->state_waits == 0);
     decoder->take();
     decoder->step_done();
     c10::cuda::device_synchronize();
@@ -436,7 +480,7 @@ TEST_CASE("run with data.decode: device, copy_stream, pin_memory and cuda_graph 
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   // fp32 with the graph alone; fp16 under backend.compile, where the decode writes fp16 NHWC
-  // batches straight into the graph's static input.
+  // batches, which the graph step copies into its static input of the same dtype.
   const bool fp16 = GENERATE(false, true);
   INFO((fp16 ? "amp fp16, backend.compile" : "fp32, backend.cuda_graph"));
   const auto dir = tbtest::scratch(fp16 ? "gpu-decode-graph-fp16" : "gpu-decode-graph");

@@ -199,6 +199,8 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
     d.windows = std::move(windows);
     d.images_device = device;
     d.images_hardware = hardware;
+    d.images_region = hardware / 2;
+    d.state_waits = 1;
     d.images_cuda = device - hardware;
     d.host_fallbacks = fallbacks;
     d.pageable_batches = 1;
@@ -218,6 +220,8 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(back.device_decode->windows[0].images_cuda == 4);
   CHECK(back.device_decode->windows[1].pageable_batches == 1);
   CHECK(back.device_decode->images_hardware == 190);
+  CHECK(back.device_decode->images_region == 95);
+  CHECK(back.device_decode->state_waits == 1);
   CHECK(back.device_decode->windows[0].submit_host_s == 0.75);
   CHECK(back.device_decode->submit_host_s.cuda == 2.0);
   CHECK(back.device_decode->submit_host_s.crop == 0.125);
@@ -229,6 +233,8 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(d.windows.size() == 3);
   CHECK(d.images_device == 350);
   CHECK(d.images_hardware == 190);
+  CHECK(d.images_region == 95);
+  CHECK(d.state_waits == 2);
   CHECK(d.images_cuda == 160);
   CHECK(d.pageable_batches == 2);
   CHECK(d.submit_host_s.hardware == 2.0);  // summed over the rounds

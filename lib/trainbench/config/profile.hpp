@@ -49,7 +49,7 @@ struct data_config {
   data_transform transform = data_transform::train;  // RandomResizedCrop + flip, or Resize + CenterCrop
   decode_place decode = decode_place::host;          // libjpeg-turbo in the workers, or nvJPEG on the GPU
   bad_file_policy on_bad_file = bad_file_policy::error;
-  bool partial_decode = true;       // false: decode every JPEG whole at full resolution (for comparison)
+  bool partial_decode = true;  // false: decode every JPEG whole (host: at full resolution; device: no regions)
   int max_image_pixels = 89478485;  // PIL's Image.MAX_IMAGE_PIXELS: larger headers are refused unread
   int max_image_bytes = 256 << 20;  // larger files are refused unread (a bad file), not read whole
 };

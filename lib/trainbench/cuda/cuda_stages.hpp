@@ -44,6 +44,9 @@ struct nvjpeg_options {
   // cast the batch to anyway (the fused crop then writes it directly, half the bytes).
   at::ScalarType dtype = at::kFloat;
   bool copy_stream = false;  // decode on a side stream, one batch ahead of the step
+  // The JPEG engines decode each image's crop region only, where libnvjpeg offers it
+  // (nvjpegDecodeBatchedEx); false: whole images (data.partial_decode: false).
+  bool regions = true;
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;
   bool skip_bad_files = false;  // data.on_bad_file: skip

@@ -66,6 +66,18 @@ struct nvjpeg_api {
   decltype(&nvjpegJpegStreamDestroy) stream_destroy = nullptr;
   decltype(&nvjpegJpegStreamParse) stream_parse = nullptr;
   decltype(&nvjpegDecodeBatchedSupported) batched_supported = nullptr;
+  // Optional: a region of interest per image on the hardware engines (all of these, or none).
+  decltype(&nvjpegDecodeParamsCreate) params_create = nullptr;
+  decltype(&nvjpegDecodeParamsDestroy) params_destroy = nullptr;
+  decltype(&nvjpegDecodeParamsSetROI) params_set_roi = nullptr;
+  decltype(&nvjpegDecodeParamsSetOutputFormat) params_set_format = nullptr;
+  decltype(&nvjpegJpegStreamParseHeader) parse_header = nullptr;
+  decltype(&nvjpegDecodeBatchedSupportedEx) batched_supported_ex = nullptr;
+  decltype(&nvjpegDecodeBatchedEx) batched_ex = nullptr;
+  bool has_regions() const {
+    return params_create && params_destroy && params_set_roi && params_set_format && parse_header &&
+           batched_supported_ex && batched_ex;
+  }
   std::string path;
 };
 
@@ -111,6 +123,16 @@ const nvjpeg_api* load_api(std::string& why) {
     api.stream_parse = reinterpret_cast<decltype(api.stream_parse)>(sym("nvjpegJpegStreamParse"));
     api.batched_supported =
         reinterpret_cast<decltype(api.batched_supported)>(sym("nvjpegDecodeBatchedSupported"));
+    auto optional = [&](const char* name) { return dlsym(lib, name); };
+    api.params_create = reinterpret_cast<decltype(api.params_create)>(optional("nvjpegDecodeParamsCreate"));
+    api.params_destroy = reinterpret_cast<decltype(api.params_destroy)>(optional("nvjpegDecodeParamsDestroy"));
+    api.params_set_roi = reinterpret_cast<decltype(api.params_set_roi)>(optional("nvjpegDecodeParamsSetROI"));
+    api.params_set_format =
+        reinterpret_cast<decltype(api.params_set_format)>(optional("nvjpegDecodeParamsSetOutputFormat"));
+    api.parse_header = reinterpret_cast<decltype(api.parse_header)>(optional("nvjpegJpegStreamParseHeader"));
+    api.batched_supported_ex =
+        reinterpret_cast<decltype(api.batched_supported_ex)>(optional("nvjpegDecodeBatchedSupportedEx"));
+    api.batched_ex = reinterpret_cast<decltype(api.batched_ex)>(optional("nvjpegDecodeBatchedEx"));
     ok = api.create_ex && api.destroy && api.state_create && api.state_destroy && api.batched_init && api.batched &&
          api.decode && api.property && api.stream_create && api.stream_destroy && api.stream_parse &&
          api.batched_supported;
@@ -127,20 +149,23 @@ void check(nvjpegStatus_t s, const char* call) {
   if (s != NVJPEG_STATUS_SUCCESS) throw run_error("nvjpeg", std::string(call) + " failed: " + status_text(s));
 }
 
-// A handle, a decode state and a parsed-stream object (the hardware backend's support check),
-// destroyed together.
+// A handle, its decode states (the hardware backend's grow with the batches in flight), a
+// parsed-stream object (the hardware backend's support checks) and the per-image decode
+// parameters of batched calls with regions, destroyed together.
 struct nvjpeg_session {
   const nvjpeg_api* api = nullptr;
   nvjpegHandle_t handle = nullptr;
-  nvjpegJpegState_t state = nullptr;
+  std::vector<nvjpegJpegState_t> states;
   nvjpegJpegStream_t parsed = nullptr;
-  nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend) : api(a) {
+  std::vector<nvjpegDecodeParams_t> params;
+  nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, int state_count = 1) : api(a) {
     if (api->create_ex(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
       return;
     }
     try {
-      check(api->state_create(handle, &state), "nvjpegJpegStateCreate");
+      states.reserve(static_cast<std::size_t>(state_count));
+      for (int k = 0; k < state_count; ++k) add_state();
       check(api->stream_create(handle, &parsed), "nvjpegJpegStreamCreate");
     } catch (...) {
       release();
@@ -148,12 +173,35 @@ struct nvjpeg_session {
     }
   }
   ~nvjpeg_session() { release(); }
+  nvjpegJpegState_t state(std::size_t k = 0) const { return states[k]; }
+  void add_state() {
+    nvjpegJpegState_t st = nullptr;
+    check(api->state_create(handle, &st), "nvjpegJpegStateCreate");
+    try {
+      states.push_back(st);
+    } catch (...) {
+      api->state_destroy(st);
+      throw;
+    }
+  }
+  // At least `count` decode parameters for RGBI output, made as the batch grows (a handful per
+  // run). nvJPEG reads them during the call that takes them: they are set again for each batch.
+  void reserve_params(std::size_t count) {
+    while (params.size() < count) {
+      nvjpegDecodeParams_t p = nullptr;
+      check(api->params_create(handle, &p), "nvjpegDecodeParamsCreate");
+      params.push_back(p);
+      check(api->params_set_format(p, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeParamsSetOutputFormat");
+    }
+  }
   void release() {
+    for (nvjpegDecodeParams_t p : params) api->params_destroy(p);
+    params.clear();
     if (parsed) api->stream_destroy(parsed);
-    if (state) api->state_destroy(state);
+    for (nvjpegJpegState_t st : states) api->state_destroy(st);
+    states.clear();
     if (handle) api->destroy(handle);
     parsed = nullptr;
-    state = nullptr;
     handle = nullptr;
   }
   nvjpeg_session(const nvjpeg_session&) = delete;
@@ -176,13 +224,20 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, const nvjpeg_api* api)
       : device_(device), options_(o), api_(api) {
     c10::cuda::CUDAGuard guard(device);
-    open_hardware();
-    general_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_DEFAULT);
-    if (!*general_) throw run_error("nvjpeg", "nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT) failed");
     if (o.copy_stream) side_ = c10::cuda::getStreamFromPool(false, device.index());
     depth_ = side_ ? 2 : 1;
     ready_.resize(static_cast<std::size_t>(depth_));
     free_.resize(static_cast<std::size_t>(depth_));
+    open_hardware();
+    if (hardware_) {
+      state_fence_.resize(1);
+      state_used_.assign(1, 0);
+    }
+    regions_ = hardware_ && o.regions && api->has_regions();
+    if (hardware_ && !regions_)
+      regions_why_ = o.regions ? "this libnvjpeg has no nvjpegDecodeBatchedEx" : "data.partial_decode: false";
+    general_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_DEFAULT);
+    if (!*general_) throw run_error("nvjpeg", "nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT) failed");
     std::vector<float> scale, bias;
     for (std::size_t c = 0; c < 3; ++c) {
       scale.push_back(static_cast<float>(1.0 / (255.0 * o.std[c])));
@@ -228,9 +283,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
-           "): batched decode, then crop, resize, flip and normalise " +
+           "): batched decode" + region_text() + ", then crop, resize, flip and normalise " +
            (fused_ ? "in one fused kernel per batch" : "by ATen ops per image (" + fused_why_ + ")") + " into " +
-           crop_dtype_name(batch_dtype()) + " " + crop_layout_name(options_.channels_last ? crop_layout::nhwc : crop_layout::nchw) + " batches on " +
+           crop_dtype_name(batch_dtype()) + " " +
+           crop_layout_name(options_.channels_last ? crop_layout::nhwc : crop_layout::nchw) + " batches on " +
            (side_ ? "a side stream, one batch ahead" : "the compute stream") +
            "; files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
@@ -264,6 +320,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     // (the ring runs it lazily, when it needs the room, maybe batches later).
     auto read = std::make_shared<at::cuda::CUDAEvent>();
     read->record(stream);
+    if (batch_used_state_) {
+      state_fence_[batch_state_] = read;
+      state_used_[batch_state_] = submitted_;
+    }
     // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, n});
     loader.release(batch, [read] { read->synchronize(); });
@@ -329,11 +389,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     counts_.bytes_held = capacity;
     counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, capacity);
     outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
+    decoded_.resize(static_cast<std::size_t>(n));
     std::uint8_t* base = arena_.data_ptr<std::uint8_t>();
     for (std::int64_t i = 0; i < n; ++i) {
+      const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
       auto& o = outputs_[static_cast<std::size_t>(i)];
       o.channel[0] = base + layout_.offsets[static_cast<std::size_t>(i)];
-      o.pitch[0] = static_cast<std::size_t>(e.infos[static_cast<std::size_t>(i)].width) * 3;
+      o.pitch[0] = static_cast<std::size_t>(info.width) * 3;
+      decoded_[static_cast<std::size_t>(i)] = {0, 0, info.width, info.height};  // the whole image, until the engines decode a region
     }
   }
 
@@ -346,6 +409,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
     {
       host_time t{counts_.hardware_ns};
+      batch_used_state_ = false;
       decode_hardware(e, routes, stream);
     }
     {
@@ -407,9 +471,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                                   std::to_string(e.indices[static_cast<std::size_t>(i)]) + " of the image folder");
   }
 
-  // The hardware images in one nvjpegDecodeBatched call. The batched state is initialised only
-  // here, between batches, when the count changes or after a failed batch; a batch refused for
-  // its bitstreams goes image by image to the general backend.
+  // The hardware images in one batched call on a state no queued work still uses (take_state):
+  // each image's crop region only where this libnvjpeg has nvjpegDecodeBatchedEx and the engines
+  // take the region (nvjpegDecodeBatchedSupportedEx, per image), else whole. The state is
+  // initialised before each call, as NVIDIA's own hardware decoders do. A batch refused with
+  // regions is decoded again whole; if that works, regions are not asked for again in this run.
+  // A batch refused whole goes image by image to the general backend.
   void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
     std::vector<std::int64_t> members;
     for (std::size_t i = 0; i < routes.size(); ++i)
@@ -417,34 +484,144 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (members.empty()) return;
     std::vector<const unsigned char*> data;
     std::vector<std::size_t> lengths;
-    std::vector<nvjpegImage_t> outputs;
     for (std::int64_t i : members) {
       data.push_back(e.data() + e.offsets[static_cast<std::size_t>(i)]);
       lengths.push_back(e.sizes[static_cast<std::size_t>(i)]);
-      outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
     }
     const int count = static_cast<int>(members.size());
-    if (hardware_batch_ != count) {
-      hardware_batch_ = -1;
-      check(api_->batched_init(hardware_->handle, hardware_->state, count, 1, NVJPEG_OUTPUT_RGBI),
-            "nvjpegDecodeBatchedInitialize");
-      hardware_batch_ = count;
+    batch_state_ = take_state();
+    batch_used_state_ = true;
+    std::string refused;  // this batch's refusal with regions, until the whole decode settles whose it was
+    if (regions_ && reserve_params(members.size())) {
+      std::int64_t smaller = 0;
+      const nvjpegStatus_t s = decode_regions(e, members, data, lengths, stream, smaller);
+      if (s == NVJPEG_STATUS_SUCCESS) {
+        counts_.images_device += count;
+        counts_.images_hardware += count;
+        counts_.images_region += smaller;
+        return;
+      }
+      for (std::int64_t i : members) {
+        const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
+        decoded_[static_cast<std::size_t>(i)] = {0, 0, info.width, info.height};
+      }
+      refused = "nvjpegDecodeBatchedEx refused a batch with regions: " + status_text(s);
+      // Whatever the failed call queued is done before the state is initialised again.
+      stream.synchronize();
     }
+    std::vector<nvjpegImage_t> outputs;
+    for (std::int64_t i : members) outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
+    nvjpegJpegState_t state = hardware_->state(batch_state_);
+    check(api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
     const nvjpegStatus_t s =
-        api_->batched(hardware_->handle, hardware_->state, data.data(), lengths.data(), outputs.data(), stream.stream());
+        api_->batched(hardware_->handle, state, data.data(), lengths.data(), outputs.data(), stream.stream());
     if (s == NVJPEG_STATUS_SUCCESS) {
       counts_.images_device += count;
       counts_.images_hardware += count;
+      if (!refused.empty()) regions_off(refused);  // the same batch decoded whole: the regions were refused
       return;
     }
-    hardware_batch_ = -1;  // the state is not trusted after a failure: initialised again next time
     if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
       throw run_error("nvjpeg", "nvjpegDecodeBatched (hardware) failed: " + status_text(s));
     for (std::int64_t i : members) routes[static_cast<std::size_t>(i)] = route::general;
   }
 
+  void regions_off(const std::string& why) {
+    regions_ = false;
+    regions_why_ = why;
+    log_warn("nvjpeg: the JPEG engines decode whole images from here on: " + why);
+  }
+
+  // A hardware state that no queued work still uses: nvJPEG documents no reuse of a state whose
+  // work may still be queued, and DALI and nvImageCodec wait for the previous batch before
+  // reusing theirs. A state is free once the `read` event of the batch it last took has fired
+  // (queried, not waited for); when none is, another is made, up to max_states, and only then
+  // does submit wait, for the state used longest ago.
+  std::size_t take_state() {
+    std::size_t oldest = 0;
+    for (std::size_t k = 0; k < state_fence_.size(); ++k) {
+      if (!state_fence_[k] || state_fence_[k]->query()) return k;
+      if (state_used_[k] < state_used_[oldest]) oldest = k;
+    }
+    if (state_fence_.size() < max_states) {
+      hardware_->add_state();
+      state_fence_.emplace_back();
+      state_used_.push_back(0);
+      return state_fence_.size() - 1;
+    }
+    state_fence_[oldest]->synchronize();
+    ++counts_.state_waits;
+    return oldest;
+  }
+
+  // Decode parameters for `count` images; false, and regions off for the run, where nvJPEG
+  // cannot make them (regions are an optimisation: the batch is then decoded whole).
+  bool reserve_params(std::size_t count) {
+    try {
+      hardware_->reserve_params(count);
+      return true;
+    } catch (const std::exception& e) {
+      regions_off(e.what());
+      return false;
+    }
+  }
+
+  // The region image i's plan needs, as the engines' decode parameters k; the whole image is
+  // asked for where nvJPEG refuses the region or the engines cannot decode it. True where the
+  // region is smaller than the file.
+  bool ask_region(const encoded_batch& e, std::int64_t i, std::size_t k) {
+    const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
+    const plan_region r = region_of(e.plans[static_cast<std::size_t>(i)], info.width, info.height);
+    nvjpegDecodeParams_t params = hardware_->params[k];
+    bool ok = api_->params_set_roi(params, r.x0, r.y0, r.width, r.height) == NVJPEG_STATUS_SUCCESS;
+    if (ok) {
+      const unsigned char* data = e.data() + e.offsets[static_cast<std::size_t>(i)];
+      int unsupported = 1;
+      ok = api_->parse_header(hardware_->handle, data, e.sizes[static_cast<std::size_t>(i)], hardware_->parsed) ==
+               NVJPEG_STATUS_SUCCESS &&
+           api_->batched_supported_ex(hardware_->handle, hardware_->parsed, params, &unsupported) ==
+               NVJPEG_STATUS_SUCCESS &&
+           unsupported == 0;
+    }
+    if (ok) {
+      decoded_[static_cast<std::size_t>(i)] = r;
+      return static_cast<std::int64_t>(r.width) * r.height < static_cast<std::int64_t>(info.width) * info.height;
+    }
+    check(api_->params_set_roi(params, 0, 0, -1, -1), "nvjpegDecodeParamsSetROI");
+    decoded_[static_cast<std::size_t>(i)] = {0, 0, info.width, info.height};
+    return false;
+  }
+
+  // nvjpegDecodeBatchedEx with each image's region of interest (ask_region), written densely
+  // (pitch: the region's width) at the start of the image's arena region; decoded_ holds what
+  // each image's pixels are. The status is returned, a fatal one too: the caller decodes the
+  // batch again whole, and that call's status decides.
+  nvjpegStatus_t decode_regions(const encoded_batch& e, const std::vector<std::int64_t>& members,
+                                const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
+                                c10::cuda::CUDAStream stream, std::int64_t& smaller) {
+    std::vector<nvjpegImage_t> outputs;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const std::size_t i = static_cast<std::size_t>(members[k]);
+      smaller += ask_region(e, members[k], k) ? 1 : 0;
+      nvjpegImage_t o = outputs_[i];
+      o.pitch[0] = static_cast<std::size_t>(decoded_[i].width) * 3;
+      outputs.push_back(o);
+    }
+    nvjpegJpegState_t state = hardware_->state(batch_state_);
+    const int count = static_cast<int>(members.size());
+    const nvjpegStatus_t init = api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI);
+    if (init != NVJPEG_STATUS_SUCCESS) return init;
+    return api_->batched_ex(hardware_->handle, state, data.data(), lengths.data(), outputs.data(),
+                            hardware_->params.data(), stream.stream());
+  }
+
+  std::string region_text() const {
+    if (!hardware_) return "";
+    return regions_ ? " (the engines decode each crop's region only)" : " (whole images: " + regions_why_ + ")";
+  }
+
   void decode_general(const encoded_batch& e, std::int64_t i, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
-    const nvjpegStatus_t s = api_->decode(general_->handle, general_->state,
+    const nvjpegStatus_t s = api_->decode(general_->handle, general_->state(),
                                           e.data() + e.offsets[static_cast<std::size_t>(i)],
                                           e.sizes[static_cast<std::size_t>(i)], NVJPEG_OUTPUT_RGBI,
                                           &outputs_[static_cast<std::size_t>(i)], stream.stream());
@@ -536,19 +713,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                  " shrinks by more than the fused crop kernel's filters hold (about 150x); such batches are cropped "
                  "by ATen ops per image");
     }
-    // In float, as the host path: a half batch takes the normalised values.
-    at::Tensor into = out.scalar_type() == at::kFloat ? out : float_scratch().narrow(0, 0, n);
-    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], into[i]);
-    into.mul_(scale_).add_(bias_);
-    if (!into.is_same(out)) out.copy_(into);
-  }
-
-  // A whole float batch like the buffers, made the first time the ATen ops crop into a half batch.
-  at::Tensor float_scratch() {
-    const at::Tensor& like = images_.front();
-    if (!scratch_.defined())
-      scratch_ = at::empty(like.sizes(), like.options().dtype(at::kFloat), like.suggest_memory_format());
-    return scratch_;
+    for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
   }
 
   // The kernel's job i: image source_[i]'s pixels in the arena, whole, and its plan.
@@ -556,14 +721,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     jobs_.resize(static_cast<std::size_t>(n));  // keeps its capacity: no allocation after the first batch
     for (std::int64_t i = 0; i < n; ++i) {
       const std::size_t from = static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]);
-      const jpeg_info& info = e.infos[from];
+      const plan_region& r = decoded_[from];
       fused_crop_job& job = jobs_[static_cast<std::size_t>(i)];
       job.pixels = arena_.data_ptr<std::uint8_t>() + layout_.offsets[from];
-      job.pitch = static_cast<std::int64_t>(info.width) * 3;
-      job.width = info.width;
-      job.height = info.height;
+      job.pitch = static_cast<std::int64_t>(r.width) * 3;
+      job.width = r.width;
+      job.height = r.height;
       job.channels = 3;
-      job.plan = fused_plan(e.plans[from]);
+      job.plan = fused_plan(e.plans[from], r.x0, r.y0, r.width, r.height);
     }
   }
 
@@ -582,19 +747,23 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // (channels_last), slot i at element i * 3 * S * S.
   fused_crop_output batch_output(const at::Tensor& out) const {
     TB_ASSERT(out.scalar_type() == options_.dtype, "nvjpeg: a batch buffer of another dtype than the decode's");
+    return output_as(out, batch_dtype());
+  }
+
+  // A [n, 3, S, S] tensor of `dtype` as the kernel's output, in the batches' layout.
+  fused_crop_output output_as(const at::Tensor& t, crop_dtype dtype) const {
     const int s = options_.image_size;
-    return {out.data_ptr(), 3LL * s * s, s, options_.channels_last ? crop_layout::nhwc : crop_layout::nchw,
-            batch_dtype()};
+    return {t.data_ptr(), 3LL * s * s, s, options_.channels_last ? crop_layout::nhwc : crop_layout::nchw, dtype};
   }
 
   // Before the first batch: the kernel crops a made-up image (odd sizes; a train crop shrunk with
   // flip, one enlarged, an eval resize) on this device and must give the host path's floats
-  // (data/fused_crop.hpp's reference, which equals crop_resampler bit for bit), rounded to the
-  // batch's dtype by the reference too: within 1e-5, plus one unit in the last place of a half
-  // dtype, since sums 1e-5 apart may round to neighbouring halves. A kernel that
-  // fails to launch or differs leaves the ATen ops, and `why` says so; a fault that leaves the
-  // device unusable (a sticky CUDA error) is thrown instead, since nothing else could run there
-  // either. The one host sync is here, before any window.
+  // (data/fused_crop.hpp's reference, which equals crop_resampler bit for bit) within 1e-5; into a
+  // half batch it must then store exactly those device floats rounded to nearest even (checked bit
+  // for bit against ATen's conversion on the host), so the looser test of the sums is never widened
+  // by the rounding. A kernel that fails to launch or differs leaves the ATen ops, and `why` says
+  // so; a fault that leaves the device unusable (a sticky CUDA error) is thrown instead, since
+  // nothing else could run there either. The one host sync is here, before any window.
   bool fused_crop_holds(std::string& why) {
     try {
       const int w = 517, h = 389, s = options_.image_size;
@@ -607,23 +776,28 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       fused_crop_job jobs[3];
       for (int i = 0; i < 3; ++i) jobs[i] = {device_pixels.data_ptr<std::uint8_t>(), 3LL * w, w, h, 3, fused_plan(plans[i])};
       const auto format = options_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-      at::Tensor expected = at::empty({3, 3, s, s}, at::TensorOptions().dtype(options_.dtype), format);
-      fused_crop_output host_out = batch_output(expected);
+      const at::TensorOptions on_host = at::TensorOptions().dtype(at::kFloat);
+      at::Tensor expected = at::empty({3, 3, s, s}, on_host, format);
       for (int i = 0; i < 3; ++i) {
-        fused_crop_job on_host = jobs[i];
-        on_host.pixels = pixels.data();
-        fused_crop_reference(on_host, i, host_out, norm_);
+        fused_crop_job job = jobs[i];
+        job.pixels = pixels.data();
+        fused_crop_reference(job, i, output_as(expected, crop_dtype::float32), norm_);
       }
-      at::Tensor got = at::empty({3, 3, s, s}, at::TensorOptions().device(device_).dtype(options_.dtype), format);
       const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
-      crop_kernel_.launch(jobs, 3, batch_output(got), norm_, stream.stream());
-      const at::Tensor want = expected.to(at::kDouble);
-      const at::Tensor diff = (got.cpu().to(at::kDouble) - want).abs();  // waits for the kernel
-      const double ulp = options_.dtype == at::kHalf ? 0x1p-10 : options_.dtype == at::kBFloat16 ? 0x1p-7 : 0.0;
-      const double worst = (diff - want.abs() * ulp).max().item<double>();
-      if (worst <= 1e-5) return true;
-      why = "on this device it differs from the host path's values by up to " + std::to_string(worst) +
-            " beyond rounding";
+      at::Tensor got = at::empty({3, 3, s, s}, on_host.device(device_), format);
+      crop_kernel_.launch(jobs, 3, output_as(got, crop_dtype::float32), norm_, stream.stream());
+      const at::Tensor got_host = got.cpu();  // waits for the kernel
+      const double worst = (got_host.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+      if (worst > 1e-5) {
+        why = "on this device it differs from the host path's values by up to " + std::to_string(worst);
+        return false;
+      }
+      if (options_.dtype == at::kFloat) return true;
+      at::Tensor stored = at::empty({3, 3, s, s}, on_host.device(device_).dtype(options_.dtype), format);
+      crop_kernel_.launch(jobs, 3, batch_output(stored), norm_, stream.stream());
+      if (at::equal(stored.cpu(), got_host.to(options_.dtype))) return true;
+      why = std::string("on this device it rounds its floats to ") + c10::toString(options_.dtype) +
+            " otherwise than to nearest even";
     } catch (const std::invalid_argument& e) {
       why = std::string("it refused the check's jobs: ") + e.what();
     } catch (const std::exception& e) {
@@ -642,19 +816,20 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // The host plan on the device: rows and columns [lo, hi) resized to out_total, then
   // [out_first, out_first + S) kept (train: the crop box to S; eval: Resize then CenterCrop).
   void crop_resize(const encoded_batch& e, std::int64_t i, at::Tensor dst) {
-    const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
+    const plan_region& r = decoded_[static_cast<std::size_t>(i)];  // the decoded pixels: whole, or the region
     const resize_plan& p = e.plans[static_cast<std::size_t>(i)];
     const std::int64_t s = options_.image_size;
     at::Tensor img = arena_
                          .narrow(0, layout_.offsets[static_cast<std::size_t>(i)],
-                                 static_cast<std::int64_t>(info.width) * info.height * 3)
-                         .view({info.height, info.width, 3});
-    at::Tensor crop = img.narrow(0, p.y.lo, p.y.hi - p.y.lo).narrow(1, p.x.lo, p.x.hi - p.x.lo);
+                                 static_cast<std::int64_t>(r.width) * r.height * 3)
+                         .view({r.height, r.width, 3});
+    at::Tensor crop = img.narrow(0, p.y.lo - r.y0, p.y.hi - p.y.lo).narrow(1, p.x.lo - r.x0, p.x.hi - p.x.lo);
     at::Tensor x = crop.permute({2, 0, 1}).unsqueeze(0).to(at::kFloat);
     x = at::_upsample_bilinear2d_aa(x, {p.y.out_total, p.x.out_total}, false);
     x = x.narrow(2, p.y.out_first, s).narrow(3, p.x.out_first, s);
     if (p.flip) x = x.flip({3});
-    dst.copy_(x[0]);
+    // Normalised in float, as the host path, then stored in the batch's dtype.
+    dst.copy_(x.mul_(scale_).add_(bias_)[0]);
   }
 
   c10::Device device_;
@@ -663,7 +838,13 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::unique_ptr<nvjpeg_session> hardware_, general_;
   std::optional<c10::cuda::CUDAStream> side_;
   int depth_ = 1;
-  int hardware_batch_ = -1;  // the count the hardware state was initialised for; -1: initialise again
+  // Per hardware state: the `read` event of the batch it last took (take_state), and that batch's
+  // number; batch_state_: the state this batch's hardware call took.
+  static constexpr std::size_t max_states = 4;
+  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> state_fence_;
+  std::vector<std::int64_t> state_used_;
+  std::size_t batch_state_ = 0;
+  bool batch_used_state_ = false;
   std::vector<std::uint8_t> engines_take_;  // by dataset index: 0 not asked yet, 1 the engines take it, 2 not
   std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
@@ -673,6 +854,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   arena_layout layout_;
   arena_sizer sizer_;
   std::vector<nvjpegImage_t> outputs_;
+  std::vector<plan_region> decoded_;  // by image: the pixels in its arena region (whole, or its crop's region)
+  bool regions_ = false;              // the engines decode regions of interest (nvjpegDecodeBatchedEx)
+  std::string regions_why_;           // else why not, where the engines are used
   std::vector<std::int64_t> source_;  // the sample each batch position is cut from (itself unless replaced)
   std::vector<pending> pending_;
   jpeg_decoder host_;
@@ -683,13 +867,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::int64_t batches_too_shrunk_ = 0;    // batches the kernel could not take, cropped by ATen ops
   std::string fused_why_;                  // else why not
   std::vector<fused_crop_job> jobs_;       // one per image of the batch being cropped
-  at::Tensor scratch_;                     // a float batch, for the ATen ops into a half batch
   fused_crop_launcher crop_kernel_;        // declared last: destroyed first, after the device sync above
 };
 
 }  // namespace
 
 std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device device, const nvjpeg_options& o, std::string& why) {
+  TB_ASSERT(o.dtype == at::kFloat || o.dtype == at::kHalf || o.dtype == at::kBFloat16,
+            "nvjpeg: the batches are float32, float16 or bfloat16");
   const nvjpeg_api* api = load_api(why);
   if (!api) return nullptr;
   return std::make_unique<nvjpeg_transfer>(device, o, api);

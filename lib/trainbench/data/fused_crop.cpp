@@ -74,6 +74,14 @@ fused_crop_plan fused_plan(const resize_plan& p, int x0, int y0, int width, int 
   return f;
 }
 
+plan_region region_of(const resize_plan& p, int width, int height) {
+  constexpr int block = 16;
+  auto first = [](int lo) { return std::max(0, (lo / block - 1) * block); };
+  auto last = [](int hi, int size) { return std::min(size, ((hi + block - 1) / block + 1) * block); };
+  const int x0 = first(p.x.lo), y0 = first(p.y.lo);
+  return {x0, y0, last(p.x.hi, width) - x0, last(p.y.hi, height) - y0};
+}
+
 fused_crop_normalizer fused_normalizer(const normalizer& n) {
   fused_crop_normalizer f;
   for (int c = 0; c < 3; ++c) {

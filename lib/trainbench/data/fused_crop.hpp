@@ -18,6 +18,16 @@ namespace trainbench {
 // the plan's [lo, hi) rectangle does, and so does the region crop_resampler::prepare returns.
 fused_crop_plan fused_plan(const resize_plan& p, int x0 = 0, int y0 = 0, int width = -1, int height = -1);
 
+// The region of a width x height file a device decode asks for: the plan's [x.lo, x.hi) x
+// [y.lo, y.hi) (every pixel a tap reads), widened to whole 16 x 16 blocks (a 4:2:0 MCU) plus one
+// more block on each side, within the file: a region decoder that starts on the block grid, and
+// upsamples chroma from neighbours inside its region, then gives the plan's pixels as a whole
+// decode does.
+struct plan_region {
+  int x0 = 0, y0 = 0, width = 0, height = 0;
+};
+plan_region region_of(const resize_plan& p, int width, int height);
+
 fused_crop_normalizer fused_normalizer(const normalizer& n);
 
 // Bytes per element of `dtype` (4 or 2).

@@ -308,6 +308,8 @@ void runner::record_device_decode(const device_decode_counts& before, const devi
                        static_cast<double>(now.submit_ns() - before.submit_ns()) * 1e-9});
   d.images_device = now.images_device;
   d.images_hardware = now.images_hardware;
+  d.images_region = now.images_region;
+  d.state_waits = now.state_waits;
   d.images_cuda = now.images_cuda;
   d.host_fallbacks = now.host_fallbacks;
   d.pageable_batches = now.pageable_batches;

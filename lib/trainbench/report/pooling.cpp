@@ -171,6 +171,8 @@ json device_decode_state_json(const device_decode_result& d) {
   return {{"windows", windows},
           {"images_device", d.images_device},
           {"images_hardware", d.images_hardware},
+          {"images_region", d.images_region},
+          {"state_waits", d.state_waits},
           {"images_cuda", d.images_cuda},
           {"host_fallbacks", d.host_fallbacks},
           {"pageable_batches", d.pageable_batches},
@@ -192,6 +194,8 @@ device_decode_result device_decode_from(const json& j) {
                      h.at(4).get<double>()};
   d.images_device = j.at("images_device").get<std::int64_t>();
   d.images_hardware = j.at("images_hardware").get<std::int64_t>();
+  d.images_region = j.value("images_region", std::int64_t{0});
+  d.state_waits = j.value("state_waits", std::int64_t{0});
   d.images_cuda = j.at("images_cuda").get<std::int64_t>();
   d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
   d.pageable_batches = j.at("pageable_batches").get<std::int64_t>();
@@ -211,6 +215,8 @@ void pool_device_decode(std::optional<device_decode_result>& into, const device_
   append(into->windows, d.windows);
   into->images_device += d.images_device;
   into->images_hardware += d.images_hardware;
+  into->images_region += d.images_region;
+  into->state_waits += d.state_waits;
   into->images_cuda += d.images_cuda;
   into->host_fallbacks += d.host_fallbacks;
   into->pageable_batches += d.pageable_batches;

@@ -142,6 +142,7 @@ json device_decode_json(const device_decode_result& d) {
                        {"submit_host_s", w.submit_host_s}});
   const decode_host_phases& h = d.submit_host_s;
   return {{"images_device", d.images_device},       {"images_hardware", d.images_hardware},
+          {"images_region", d.images_region},       {"state_waits", d.state_waits},
           {"images_cuda", d.images_cuda},           {"host_fallbacks", d.host_fallbacks},
           {"pageable_batches", d.pageable_batches},
           {"submit_host_s", {{"route", h.route}, {"hardware", h.hardware}, {"cuda", h.cuda}, {"host", h.host}, {"crop", h.crop}}},

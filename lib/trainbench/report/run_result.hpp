@@ -104,6 +104,8 @@ struct device_decode_result {
   std::vector<device_decode_window> windows;
   std::int64_t images_device = 0;     // the whole run, warmup included: images_hardware + images_cuda
   std::int64_t images_hardware = 0;   // by the hardware backend (the GPU's JPEG engines)
+  std::int64_t images_region = 0;     // of those, decoded as their crop's region of interest only
+  std::int64_t state_waits = 0;       // hardware batches whose submit waited for a free nvJPEG state
   std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
   std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
   std::int64_t pageable_batches = 0;  // batches whose files nvJPEG read from pageable memory (not the pinned ring)

@@ -68,6 +68,8 @@ class arena_sizer {
 struct device_decode_counts {
   std::int64_t images_device = 0;    // decoded by nvJPEG: images_hardware + images_cuda
   std::int64_t images_hardware = 0;  // by the hardware backend (the JPEG engines)
+  std::int64_t images_region = 0;    // of those, decoded as their crop's region only (smaller than the file)
+  std::int64_t state_waits = 0;      // hardware calls that waited for a decode state (every one busy)
   std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
   std::int64_t pageable_batches = 0;  // batches whose files were not in the pinned ring
