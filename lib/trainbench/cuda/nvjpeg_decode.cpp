@@ -157,7 +157,7 @@ struct nvjpeg_session {
   nvjpegHandle_t handle = nullptr;
   std::vector<nvjpegJpegState_t> states;
   nvjpegJpegStream_t parsed = nullptr;
-  std::vector<nvjpegDecodeParams_t> params;
+  std::vector<std::vector<nvjpegDecodeParams_t>> params;  // per state: one per image of its batch
   nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, int state_count = 1) : api(a) {
     if (api->create_ex(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
@@ -184,18 +184,22 @@ struct nvjpeg_session {
       throw;
     }
   }
-  // At least `count` decode parameters for RGBI output, made as the batch grows (a handful per
-  // run). nvJPEG reads them during the call that takes them: they are set again for each batch.
-  void reserve_params(std::size_t count) {
-    while (params.size() < count) {
+  // At least `count` decode parameters for RGBI output for state k, made as the batch grows (a
+  // handful per run). Each state has its own, untouched while its batch may be queued: nvJPEG
+  // does not document when it has done reading them.
+  void reserve_params(std::size_t k, std::size_t count) {
+    if (params.size() <= k) params.resize(k + 1);
+    std::vector<nvjpegDecodeParams_t>& mine = params[k];
+    while (mine.size() < count) {
       nvjpegDecodeParams_t p = nullptr;
       check(api->params_create(handle, &p), "nvjpegDecodeParamsCreate");
-      params.push_back(p);
+      mine.push_back(p);
       check(api->params_set_format(p, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeParamsSetOutputFormat");
     }
   }
   void release() {
-    for (nvjpegDecodeParams_t p : params) api->params_destroy(p);
+    for (const auto& mine : params)
+      for (nvjpegDecodeParams_t p : mine) api->params_destroy(p);
     params.clear();
     if (parsed) api->stream_destroy(parsed);
     for (nvjpegJpegState_t st : states) api->state_destroy(st);
@@ -230,8 +234,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     free_.resize(static_cast<std::size_t>(depth_));
     open_hardware();
     if (hardware_) {
-      state_fence_.resize(1);
-      state_used_.assign(1, 0);
+      // A state per batch in flight and one more, made now: in a steady loop none is made later.
+      state_fence_.resize(hardware_->states.size());
+      state_used_.assign(hardware_->states.size(), 0);
     }
     regions_ = hardware_ && o.regions && api->has_regions();
     if (hardware_ && !regions_)
@@ -268,7 +273,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // image to the general backend.
   void open_hardware() {
     try {
-      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE);
+      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, depth_ + 1);
       if (!*hardware_) hardware_.reset();
     } catch (const std::exception& e) {
       hardware_.reset();
@@ -475,7 +480,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // each image's crop region only where this libnvjpeg has nvjpegDecodeBatchedEx and the engines
   // take the region (nvjpegDecodeBatchedSupportedEx, per image), else whole. The state is
   // initialised before each call, as NVIDIA's own hardware decoders do. A batch refused with
-  // regions is decoded again whole; if that works, regions are not asked for again in this run.
+  // regions is decoded again whole, and regions are not asked for again in this run.
   // A batch refused whole goes image by image to the general backend.
   void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
     std::vector<std::int64_t> members;
@@ -491,7 +496,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
-    std::string refused;  // this batch's refusal with regions, until the whole decode settles whose it was
+    std::string refused;  // this batch's refusal with regions
     if (regions_ && reserve_params(members.size())) {
       std::int64_t smaller = 0;
       const nvjpegStatus_t s = decode_regions(e, members, data, lengths, stream, smaller);
@@ -515,10 +520,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     check(api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
     const nvjpegStatus_t s =
         api_->batched(hardware_->handle, state, data.data(), lengths.data(), outputs.data(), stream.stream());
+    // A refusal with regions turns them off whatever the whole decode gives: asking again would
+    // cost every later batch holding such a file a stream synchronisation.
+    if (!refused.empty()) regions_off(refused);
     if (s == NVJPEG_STATUS_SUCCESS) {
       counts_.images_device += count;
       counts_.images_hardware += count;
-      if (!refused.empty()) regions_off(refused);  // the same batch decoded whole: the regions were refused
       return;
     }
     if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
@@ -544,10 +551,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       if (state_used_[k] < state_used_[oldest]) oldest = k;
     }
     if (state_fence_.size() < max_states) {
-      hardware_->add_state();
-      state_fence_.emplace_back();
-      state_used_.push_back(0);
-      return state_fence_.size() - 1;
+      try {
+        hardware_->add_state();
+        state_fence_.emplace_back();
+        state_used_.push_back(0);
+        return state_fence_.size() - 1;
+      } catch (const run_error& e) {
+        log_warn(std::string("nvjpeg: no further decode state, waiting for one instead: ") + e.what());
+      }
     }
     state_fence_[oldest]->synchronize();
     ++counts_.state_waits;
@@ -558,7 +569,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // cannot make them (regions are an optimisation: the batch is then decoded whole).
   bool reserve_params(std::size_t count) {
     try {
-      hardware_->reserve_params(count);
+      hardware_->reserve_params(batch_state_, count);
       return true;
     } catch (const std::exception& e) {
       regions_off(e.what());
@@ -572,7 +583,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   bool ask_region(const encoded_batch& e, std::int64_t i, std::size_t k) {
     const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
     const plan_region r = region_of(e.plans[static_cast<std::size_t>(i)], info.width, info.height);
-    nvjpegDecodeParams_t params = hardware_->params[k];
+    nvjpegDecodeParams_t params = hardware_->params[batch_state_][k];
     bool ok = api_->params_set_roi(params, r.x0, r.y0, r.width, r.height) == NVJPEG_STATUS_SUCCESS;
     if (ok) {
       const unsigned char* data = e.data() + e.offsets[static_cast<std::size_t>(i)];
@@ -612,7 +623,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const nvjpegStatus_t init = api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI);
     if (init != NVJPEG_STATUS_SUCCESS) return init;
     return api_->batched_ex(hardware_->handle, state, data.data(), lengths.data(), outputs.data(),
-                            hardware_->params.data(), stream.stream());
+                            hardware_->params[batch_state_].data(), stream.stream());
   }
 
   std::string region_text() const {
