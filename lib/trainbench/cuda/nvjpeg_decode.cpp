@@ -727,7 +727,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     for (std::int64_t i = 0; i < n; ++i) crop_resize(e, source_[static_cast<std::size_t>(i)], out[i]);
   }
 
-  // The kernel's job i: image source_[i]'s pixels in the arena, whole, and its plan.
+  // The kernel's job i: image source_[i]'s decoded pixels in the arena (whole, or its region) and its plan.
   void fill_jobs(const encoded_batch& e, std::int64_t n) {
     jobs_.resize(static_cast<std::size_t>(n));  // keeps its capacity: no allocation after the first batch
     for (std::int64_t i = 0; i < n; ++i) {
