@@ -146,11 +146,20 @@ decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {
   TB_ASSERT(static_cast<int>(c.output_width) >= r.x1 && static_cast<int>(c.output_height) >= r.y1,
             "decode region outside the scaled image");
   // libjpeg treats the cropped edges as the image's: its fancy upsampling of subsampled chroma
-  // (a triangle over the neighbouring chroma sample) then differs in the edge columns. Two
-  // columns each side keep every requested column equal to a full decode's (libjpeg widens the
-  // left edge to an iMCU boundary itself); the test checks edges at every phase of the iMCU.
-  const int margin = 2;
-  const int left = std::max(0, r.x0 - margin), right = std::min(static_cast<int>(c.output_width), r.x1 + margin);
+  // (a triangle over the neighbouring chroma sample) then differs in the edge columns, and in a
+  // progressive file with coefficients never refined, its block smoothing takes the missing left
+  // neighbours of the crop's first two block columns from the blocks themselves. Two columns each
+  // side, and two more iMCUs on the left of a progressive file, keep every requested column equal
+  // to a full decode's (libjpeg widens the left edge to an iMCU boundary itself); the test checks
+  // edges at every phase of the iMCU, with a file libjpeg smooths.
+#if JPEG_LIB_VERSION >= 70
+  const int block = c.min_DCT_h_scaled_size;
+#else
+  const int block = c.min_DCT_scaled_size;
+#endif
+  const int margin = 2, smoothing = c.progressive_mode ? 2 * block * c.max_h_samp_factor : 0;
+  const int left = std::max(0, r.x0 - margin - smoothing);
+  const int right = std::min(static_cast<int>(c.output_width), r.x1 + margin);
   JDIMENSION x0 = static_cast<JDIMENSION>(left), width = static_cast<JDIMENSION>(right - left);
   if (x0 > 0 || width < c.output_width) jpeg_crop_scanline(&c, &x0, &width);
   const int comps = c.output_components;
@@ -214,6 +223,14 @@ std::vector<std::uint8_t> encode_jpeg(const std::uint8_t* pixels, int width, int
     for (int i = 0; i < 3; ++i) g.c.comp_info[i].h_samp_factor = g.c.comp_info[i].v_samp_factor = 1;
   }
   if (o.progressive) jpeg_simple_progression(&g.c);
+  jpeg_scan_info scans[4] = {};
+  if (o.progressive && o.unrefined) {
+    scans[0].comps_in_scan = channels;
+    for (int i = 0; i < channels; ++i) scans[0].component_index[i] = i;  // DC, Ss = Se = Ah = Al = 0
+    for (int i = 0; i < channels; ++i) scans[1 + i] = {1, {i, 0, 0, 0}, 1, 63, 0, 1};
+    g.c.scan_info = scans;
+    g.c.num_scans = 1 + channels;
+  }
   jpeg_start_compress(&g.c, TRUE);
   const std::size_t stride = static_cast<std::size_t>(width) * channels;
   while (g.c.next_scanline < g.c.image_height) {

@@ -74,6 +74,10 @@ class jpeg_decoder {
 struct jpeg_encode_options {
   int quality = 90;
   bool progressive = false;
+  // With progressive: a DC scan, then each component's AC coefficients with their lowest bit
+  // dropped and never refined, as some encoders write them. libjpeg smooths such blocks from
+  // their neighbours (block smoothing), which a cropped decode must reproduce at its edge.
+  bool unrefined = false;
   bool subsample_420 = true;  // 4:2:0 chroma, libjpeg's default
 };
 std::vector<std::uint8_t> encode_jpeg(const std::uint8_t* pixels, int width, int height, int channels,
