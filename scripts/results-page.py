@@ -268,6 +268,10 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
         if whole:
             print(ratio_line("decode images/s: regions of interest / whole images (device)", (rate(dev), "device"),
                              (rate(whole), "device-whole")))
+        general = decode.get("device-general")
+        if general:
+            print(ratio_line("decode images/s: engines' misses on the workers / on nvJPEG's general backend (device)",
+                             (rate(dev), "device"), (rate(general), "device-general")))
         if dev and (dev.get("effective") or {}).get("decode") != "device":
             print("  The device run decoded on the host (nvJPEG unavailable or no GPU: its notes say why): "
                   "the ratio compares the host with itself.")

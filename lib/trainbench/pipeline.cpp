@@ -131,6 +131,7 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.dtype = decoded_dtype(p);
     no.copy_stream = p.transfer.copy_stream;
     no.regions = p.data.partial_decode;
+    no.off_engines_on_workers = p.data.decode_off_engines == decode_place::host;
     no.max_image_pixels = p.data.max_image_pixels;
     no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
     stage = make_nvjpeg_transfer(device, no, why);
@@ -179,6 +180,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.folder.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();
+  lo.folder.decode_off_engines = lo.encoded && p.data.decode_off_engines == decode_place::host;
   // data.decode: device: pinned memory holds the compressed files (the labels besides).
   if (lo.encoded && pin) lo.file_ring_bytes = batch_loader::file_ring_size(lo);
   lo.trace = trace;

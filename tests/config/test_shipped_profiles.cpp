@@ -130,3 +130,22 @@ TEST_CASE("the rules of --strict on CUDA, judged on the CPU: a copy stream with 
   REQUIRE(cpu.size() == 1);
   CHECK(cpu[0].why.find("the device is cpu") != std::string::npos);
 }
+
+TEST_CASE("data.decode_off_engines: device is judged ineffective where nvJPEG does not decode") {
+  profile p;
+  p.data.source = data_source::imagefolder;
+  p.data.decode = decode_place::device;
+  p.data.decode_off_engines = decode_place::device;
+  auto named = [](const std::vector<ineffective_switch>& v) {
+    for (const auto& s : v)
+      if (s.key == "data.decode_off_engines") return true;
+    return false;
+  };
+  CHECK_FALSE(named(ineffective_switches(p, device_kind{true, "cuda:0", true})));
+  CHECK(named(ineffective_switches(p, device_kind{true, "cuda:0", false})));  // no libnvjpeg
+  CHECK(named(ineffective_switches(p, device_kind{false, "cpu", true})));
+  p.data.decode = decode_place::host;
+  CHECK(named(ineffective_switches(p, device_kind{true, "cuda:0", true})));
+  p.data.decode_off_engines = decode_place::host;  // the default is never named
+  CHECK_FALSE(named(ineffective_switches(p, device_kind{true, "cuda:0", true})));
+}

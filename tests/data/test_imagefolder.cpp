@@ -13,6 +13,7 @@
 #include <set>
 
 #include "helpers.hpp"
+#include "trainbench/data/fused_crop.hpp"
 #include "trainbench/data/jpeg.hpp"
 #include "trainbench/data/loader.hpp"
 #include "trainbench/util/error.hpp"
@@ -523,6 +524,114 @@ TEST_CASE("data.decode: device batches come through the bounded file ring; a bat
     CHECK(batch.encoded->data() == batch.encoded->bytes.data());
     loader.release(batch);
   }
+}
+
+namespace {
+
+std::vector<std::uint8_t> fixture(const std::string& name) {
+  std::ifstream in(tbtest::source_dir() / "tests/fixtures/jpeg" / name, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Files of every kind, larger than a crop's region: baseline 4:2:0, 4:4:4 and grayscale (what the
+// JPEG engines take), progressive and CMYK (what they cannot).
+fs::path engine_mix_folder() {
+  static const fs::path root = [] {
+    const auto dir = tbtest::scratch("if-off-engines");
+    for (int i = 0; i < 4; ++i) {
+      const int w = 150 + 13 * i, h = 110 + 7 * i;
+      std::vector<std::uint8_t> px(static_cast<std::size_t>(w) * h * 3);
+      for (std::size_t k = 0; k < px.size(); ++k) px[k] = static_cast<std::uint8_t>((k * 7 + k / 97 * 13 + i * 31) % 251);
+      jpeg_encode_options progressive;
+      progressive.progressive = true;
+      jpeg_encode_options full_chroma;
+      full_chroma.subsample_420 = false;
+      write_bytes(dir / "a" / ("base" + std::to_string(i) + ".jpg"), encode_jpeg(px.data(), w, h, 3, {}));
+      write_bytes(dir / "a" / ("prog" + std::to_string(i) + ".jpg"), encode_jpeg(px.data(), w, h, 3, progressive));
+      write_bytes(dir / "b" / ("full" + std::to_string(i) + ".jpg"), encode_jpeg(px.data(), w, h, 3, full_chroma));
+    }
+    write_bytes(dir / "b" / "gray.jpg", fixture("gray.jpg"));
+    write_bytes(dir / "b" / "progressive.jpg", fixture("progressive.jpg"));
+    write_bytes(dir / "b" / "cmyk.jpg", fixture("cmyk.jpg"));
+    write_bytes(dir / "b" / "cmyk_k.jpg", fixture("cmyk_k.jpg"));
+    return dir;
+  }();
+  return root;
+}
+
+}  // namespace
+
+// data.decode_off_engines: host. The workers decode what the GPU's JPEG engines cannot take, the
+// crop's region at full resolution; cropping those pixels as the device does (the fused crop's
+// reference, shifted by the region) must give the host path's batch (partial_decode off: no DCT
+// scaling) exactly. The engines' files still travel as their bytes.
+TEST_CASE("data.decode: device with decode_off_engines: the workers decode what the engines cannot take, and its crop "
+          "is the host path's") {
+  const auto ds = read_image_folder(engine_mix_folder(), "train");
+  const file_list& files = *ds->files();
+  const int size = 32, batch = 4;
+  for (bool partial : {true, false}) {
+    INFO((partial ? "regions" : "whole images"));
+    auto ho = folder_loader(1, batch, size);
+    ho.folder.partial_decode = false;
+    auto eo = folder_loader(1, batch, size);
+    eo.encoded = true;
+    eo.folder.partial_decode = partial;
+    eo.folder.decode_off_engines = true;
+    batch_loader host(ds, ho), enc(ds, eo);
+    const fused_crop_normalizer norm = fused_normalizer(normalizer(eo.mean, eo.std));
+    int decoded = 0, sent = 0, smaller = 0;
+    for (std::int64_t b = 0; b < enc.batches_per_epoch(); ++b) {
+      const host_batch& h = host.next();
+      const host_batch& batch_e = enc.next();
+      const encoded_batch& e = *batch_e.encoded;
+      REQUIRE(e.decoded.size() == static_cast<std::size_t>(batch));
+      for (std::size_t i = 0; i < static_cast<std::size_t>(batch); ++i) {
+        const std::string name = files.path(e.indices[i]);
+        INFO(name);
+        const jpeg_info& info = e.infos[i];
+        const plan_region& r = e.decoded[i];
+        const bool engines = e.markers[i].engine_kind();
+        CHECK(engines == (name.find("prog") == std::string::npos && name.find("progressive") == std::string::npos &&
+                          name.find("cmyk") == std::string::npos));
+        if (engines) {
+          CHECK(r.width == 0);
+          CHECK(e.sizes[i] == e.markers[i].end);
+          ++sent;
+          continue;
+        }
+        ++decoded;
+        REQUIRE(r.width > 0);
+        REQUIRE(e.sizes[i] == static_cast<std::size_t>(r.width) * r.height * 3);
+        REQUIRE(r.x0 >= 0);
+        REQUIRE(r.x0 + r.width <= info.width);
+        REQUIRE(r.y0 + r.height <= info.height);
+        if (!partial) CHECK((r.x0 == 0 && r.y0 == 0 && r.width == info.width && r.height == info.height));
+        smaller += static_cast<std::int64_t>(r.width) * r.height < static_cast<std::int64_t>(info.width) * info.height;
+        std::vector<float> got(3 * static_cast<std::size_t>(size) * size, -9.f);
+        const fused_crop_output out{got.data(), 3LL * size * size, size, crop_layout::nchw, crop_dtype::float32};
+        const fused_crop_job job{e.data() + e.offsets[i], 3LL * r.width, r.width, r.height, 3,
+                                 fused_plan(e.plans[i], r.x0, r.y0, r.width, r.height)};
+        REQUIRE(fused_crop_problem(job, size).empty());
+        fused_crop_reference(job, 0, out, norm);
+        const at::Tensor expected = h.images[static_cast<std::int64_t>(i)].contiguous();
+        const at::Tensor mine = at::from_blob(got.data(), {3, size, size}, at::kFloat);
+        CHECK(at::equal(mine, expected));
+      }
+      enc.release(batch_e);
+      host.release(h);
+    }
+    CHECK(decoded >= 6);  // five progressive files, two CMYK: some may fall outside the epoch's whole batches
+    CHECK(sent >= 8);
+    if (partial) CHECK(smaller > 0);
+  }
+  // Without the switch every file travels as its bytes.
+  auto o = folder_loader(1, batch, size);
+  o.encoded = true;
+  batch_loader plain(ds, o);
+  const host_batch& b = plain.next();
+  for (const plan_region& r : b.encoded->decoded) CHECK(r.width == 0);
+  plain.release(b);
 }
 
 TEST_CASE("data.decode: device batches leave a Motion Photo's trailing video out of the bytes sent") {

@@ -355,6 +355,54 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
   }
 }
 
+// data.decode_off_engines: host. The workers decode the progressive and CMYK files (their crops'
+// regions, libjpeg-turbo), the device copies those pixels up and crops them with the fused
+// kernel: those images must be the host path's within the kernel's float tolerance (the same
+// libjpeg-turbo pixels), the rest within IDCT tolerance, and nothing goes to the general backend
+// or the training thread's libjpeg-turbo.
+TEST_CASE("the loader's workers decode what the JPEG engines cannot take; the device crops it as the host path does",
+          "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const auto ds = read_image_folder(kinds_folder(), "train");
+  const c10::Device device(c10::kCUDA, 0);
+  for (bool pinned : {false, true}) {
+    INFO((pinned ? "pinned file ring" : "pageable files"));
+    std::string why;
+    auto decoder = make_nvjpeg_transfer(device, small_options(), why);
+    INFO(why);
+    REQUIRE(decoder);
+    loader_options ho = options(false), fo = options(true);
+    fo.pin_memory = pinned;
+    fo.folder.decode_off_engines = true;
+    if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
+    batch_loader host(ds, ho), files(ds, fo);
+    const auto names = names_of(files, 0);
+    const host_batch& h = host.next();
+    const at::Tensor expected = h.images.clone();
+    host.release(h);
+    const host_batch& f = files.next();
+    std::vector<bool> on_workers;
+    for (const plan_region& r : f.encoded->decoded) on_workers.push_back(r.width > 0);
+    decoder->submit(f, files);
+    const device_batch d = decoder->take();
+    const at::Tensor got = d.images.cpu();
+    decoder->step_done();
+    for (std::int64_t i = 0; i < 8; ++i) {
+      const at::Tensor diff = (got[i] - expected[i]).abs();
+      const bool mine = on_workers[static_cast<std::size_t>(i)];
+      INFO(names[static_cast<std::size_t>(i)] << (mine ? " (decoded by a worker)" : "") << ": mean "
+                                              << diff.mean().item<double>() << ", max " << diff.max().item<double>());
+      CHECK(diff.max().item<double>() < (mine ? 1e-4 : 0.3));
+      CHECK(diff.mean().item<double>() < 0.02);
+    }
+    const device_decode_counts* c = decoder->decode_counts();
+    CHECK(c->images_workers == 4);  // progressive, its Motion Photo, the two CMYK files
+    CHECK(c->host_fallbacks == 0);
+    CHECK(c->images_device == 4);  // the baseline files: the engines, or the general backend without them
+    CHECK(c->pageable_batches == (pinned ? 0 : 1));
+  }
+}
+
 // Deliverable: the hardware engines are used where the GPU has them (A100, H100, H200).
 TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");

@@ -88,11 +88,12 @@ void print_loader(const loader_result& l) {
 // data.decode: device: where the images went, and the training thread's time in the decoder's
 // submit per image (the whole run, warmup included).
 void print_device_decode(const device_decode_result& d) {
-  const std::int64_t images = d.images_device + d.host_fallbacks;
-  std::printf("  nvJPEG       %lld images: %lld hardware (%lld as their crop's region), %lld CUDA, %lld on the host; "
-              "%lld pageable batch%s\n",
+  const std::int64_t images = d.images_device + d.host_fallbacks + d.images_workers;
+  std::printf("  nvJPEG       %lld images: %lld hardware (%lld as their crop's region), %lld CUDA, %lld by the loader's "
+              "workers, %lld on the host; %lld pageable batch%s\n",
               static_cast<long long>(images), static_cast<long long>(d.images_hardware),
-              static_cast<long long>(d.images_region), static_cast<long long>(d.images_cuda), static_cast<long long>(d.host_fallbacks),
+              static_cast<long long>(d.images_region), static_cast<long long>(d.images_cuda),
+              static_cast<long long>(d.images_workers), static_cast<long long>(d.host_fallbacks),
               static_cast<long long>(d.pageable_batches), d.pageable_batches == 1 ? "" : "es");
   if (images == 0) return;
   const decode_host_phases& h = d.submit_host_s;

@@ -45,6 +45,10 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
       std::string(to_string(p.data.source)) + " images are resized whole; eval's crop is for data.source: imagefolder");
   ineffective(!folder && p.data.on_bad_file == bad_file_policy::skip, "data.on_bad_file",
               "only data.source: imagefolder reads one file per sample");
+  const bool nvjpeg = folder && p.data.decode == decode_place::device && device.cuda && device.device_decode;
+  ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",
+              "it chooses where nvJPEG's misses are decoded, and nvJPEG does not decode here (data.decode: device on "
+              "a CUDA device with libnvjpeg)");
   return out;
 }
 

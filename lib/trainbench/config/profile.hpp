@@ -48,6 +48,10 @@ struct data_config {
   // imagefolder (JPEG folders in torchvision's ImageFolder layout):
   data_transform transform = data_transform::train;  // RandomResizedCrop + flip, or Resize + CenterCrop
   decode_place decode = decode_place::host;          // libjpeg-turbo in the workers, or nvJPEG on the GPU
+  // decode: device: files the GPU's JPEG engines cannot take (progressive, CMYK, ...): libjpeg-turbo
+  // in the workers (their crop's region, shipped as pixels), or on the device's side of the loader
+  // (nvJPEG's general backend on the training thread, or libjpeg-turbo there).
+  decode_place decode_off_engines = decode_place::host;
   bad_file_policy on_bad_file = bad_file_policy::error;
   bool partial_decode = true;  // false: decode every JPEG whole (host: at full resolution; device: no regions)
   int max_image_pixels = 89478485;  // PIL's Image.MAX_IMAGE_PIXELS: larger headers are refused unread

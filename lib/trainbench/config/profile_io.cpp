@@ -392,6 +392,7 @@ void visit(V& v, profile& p) {
     v.field("source_size", d.source_size);
     v.choice("transform", d.transform, {data_transform::train, data_transform::eval});
     v.choice("decode", d.decode, {decode_place::host, decode_place::device});
+    v.choice("decode_off_engines", d.decode_off_engines, {decode_place::host, decode_place::device});
     v.choice("on_bad_file", d.on_bad_file, {bad_file_policy::error, bad_file_policy::skip});
     v.field("partial_decode", d.partial_decode);
     v.field("max_image_pixels", d.max_image_pixels);

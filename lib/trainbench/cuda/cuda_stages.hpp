@@ -47,6 +47,10 @@ struct nvjpeg_options {
   // The JPEG engines decode each image's crop region only, where libnvjpeg offers it
   // (nvjpegDecodeBatchedEx); false: whole images (data.partial_decode: false).
   bool regions = true;
+  // The loader's workers decode the files the engines cannot take, and ship their crops' regions
+  // as pixels (data.decode_off_engines: host); only the describe() text depends on it, the
+  // batches say per image what they hold.
+  bool off_engines_on_workers = false;
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;
   bool skip_bad_files = false;  // data.on_bad_file: skip

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
@@ -213,8 +214,8 @@ struct nvjpeg_session {
   explicit operator bool() const { return handle != nullptr; }
 };
 
-// Which decoder takes an image of the batch.
-enum class route { hardware, general, host };
+// Which decoder takes an image of the batch; `workers`: a loader worker decoded it already.
+enum class route { hardware, general, host, workers };
 
 // Adds the host time of its scope to a counter of device_decode_counts.
 struct host_time {
@@ -293,7 +294,11 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
            crop_dtype_name(batch_dtype()) + " " +
            crop_layout_name(options_.channels_last ? crop_layout::nhwc : crop_layout::nchw) + " batches on " +
            (side_ ? "a side stream, one batch ahead" : "the compute stream") +
-           "; files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
+           (options_.off_engines_on_workers
+                ? "; files the JPEG engines cannot take are decoded by the loader's workers (libjpeg-turbo, the "
+                  "crop's region) and copied up"
+                : "; files the JPEG engines cannot take go to nvJPEG's general backend on this thread") +
+           ", files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
 
   void submit(const host_batch& batch, batch_loader& loader) override {
@@ -379,12 +384,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // this batch's crops have read it; a replaced arena goes back to the caching allocator on that
   // same stream, so it cannot be handed out while this work may still touch it.
   void place(const encoded_batch& e, std::int64_t n) {
-    std::vector<std::int64_t> bytes;
+    image_bytes_.clear();  // keeps its capacity, as every per-batch vector of this stage
     for (std::int64_t i = 0; i < n; ++i) {
       const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
-      bytes.push_back(static_cast<std::int64_t>(info.width) * info.height * 3);
+      const plan_region& r = e.decoded[static_cast<std::size_t>(i)];
+      image_bytes_.push_back(r.width > 0 ? static_cast<std::int64_t>(r.width) * r.height * 3
+                                         : static_cast<std::int64_t>(info.width) * info.height * 3);
     }
-    layout_ = layout_arena(bytes);
+    layout_arena(image_bytes_, layout_);
     const std::int64_t held = arena_.defined() ? arena_.numel() : 0;
     const std::int64_t capacity = sizer_.capacity_for(layout_.total, held);
     if (capacity != held) {
@@ -401,16 +408,24 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       auto& o = outputs_[static_cast<std::size_t>(i)];
       o.channel[0] = base + layout_.offsets[static_cast<std::size_t>(i)];
       o.pitch[0] = static_cast<std::size_t>(info.width) * 3;
-      decoded_[static_cast<std::size_t>(i)] = {0, 0, info.width, info.height};  // the whole image, until the engines decode a region
+      // A worker's region, or the whole image until the engines decode a region.
+      const plan_region& r = e.decoded[static_cast<std::size_t>(i)];
+      decoded_[static_cast<std::size_t>(i)] = r.width > 0 ? r : plan_region{0, 0, info.width, info.height};
     }
   }
 
   void decode_all(const encoded_batch& e, std::int64_t n, c10::cuda::CUDAStream stream, batch_loader& loader) {
-    std::vector<route> routes(static_cast<std::size_t>(n));
+    std::vector<route>& routes = routes_;
+    routes.resize(static_cast<std::size_t>(n));
     {
       host_time t{counts_.route_ns};
       place(e, n);
       for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i);
+    }
+    {
+      host_time t{counts_.fallback_ns};
+      for (std::int64_t i = 0; i < n; ++i)
+        if (routes[static_cast<std::size_t>(i)] == route::workers) copy_up(e, i);
     }
     {
       host_time t{counts_.hardware_ns};
@@ -424,12 +439,33 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
     host_time t{counts_.fallback_ns};
     source_.resize(static_cast<std::size_t>(n));
-    std::vector<bool> bad(static_cast<std::size_t>(n), false);
+    bad_.assign(static_cast<std::size_t>(n), 0);
     for (std::int64_t i = 0; i < n; ++i) {
       source_[static_cast<std::size_t>(i)] = i;
-      if (routes[static_cast<std::size_t>(i)] == route::host) bad[static_cast<std::size_t>(i)] = !decode_host(e, i, loader);
+      if (routes[static_cast<std::size_t>(i)] == route::host) bad_[static_cast<std::size_t>(i)] = !decode_host(e, i, loader);
     }
-    replace_bad(e, bad, loader);
+    replace_bad(e, bad_, loader);
+  }
+
+  // A worker's pixels (its crop's region, packed RGB) into the image's place in the arena, on the
+  // decode stream (the current one), before the batch's `read` event like every other read of its
+  // bytes. From the pinned file ring the copy is asynchronous. A batch outside the ring (pageable)
+  // is staged through pinned memory, as decode_host does: from pageable memory the runtime may
+  // wait for the stream, which on the side stream waits for the previous step.
+  void copy_up(const encoded_batch& e, std::int64_t i) {
+    const std::size_t k = static_cast<std::size_t>(i);
+    if (e.ring) {
+      C10_CUDA_CHECK(cudaMemcpyAsync(arena_.data_ptr<std::uint8_t>() + layout_.offsets[k], e.data() + e.offsets[k],
+                                     e.sizes[k], cudaMemcpyHostToDevice,
+                                     c10::cuda::getCurrentCUDAStream(device_.index()).stream()));
+    } else {
+      // The caching host allocator keeps the pinned block until the copy has run.
+      const auto bytes = static_cast<std::int64_t>(e.sizes[k]);
+      at::Tensor staged = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+      std::memcpy(staged.data_ptr(), e.data() + e.offsets[k], e.sizes[k]);
+      arena_.narrow(0, layout_.offsets[k], bytes).copy_(staged, true);
+    }
+    ++counts_.images_workers;
   }
 
   // choose_backend (stages/device_decode.cpp) from the markers the worker read: what nvJPEG
@@ -437,6 +473,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // the hardware engines if nvjpegDecodeBatchedSupported accepts them too (the subsamplings and
   // sizes this GPU's engines handle); the rest goes to the general backend.
   route route_of(const encoded_batch& e, std::int64_t i) {
+    if (e.decoded[static_cast<std::size_t>(i)].width > 0) return route::workers;
     const unsigned char* data = e.data() + e.offsets[static_cast<std::size_t>(i)];
     const std::size_t size = e.sizes[static_cast<std::size_t>(i)];
     const decode_backend first = choose_backend(e.markers[static_cast<std::size_t>(i)], hardware_ != nullptr);
@@ -483,12 +520,15 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // regions is decoded again whole, and regions are not asked for again in this run.
   // A batch refused whole goes image by image to the general backend.
   void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
-    std::vector<std::int64_t> members;
+    std::vector<std::int64_t>& members = members_;
+    members.clear();
     for (std::size_t i = 0; i < routes.size(); ++i)
       if (routes[i] == route::hardware) members.push_back(static_cast<std::int64_t>(i));
     if (members.empty()) return;
-    std::vector<const unsigned char*> data;
-    std::vector<std::size_t> lengths;
+    std::vector<const unsigned char*>& data = member_data_;
+    std::vector<std::size_t>& lengths = member_lengths_;
+    data.clear();
+    lengths.clear();
     for (std::int64_t i : members) {
       data.push_back(e.data() + e.offsets[static_cast<std::size_t>(i)]);
       lengths.push_back(e.sizes[static_cast<std::size_t>(i)]);
@@ -514,7 +554,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       // Whatever the failed call queued is done before the state is initialised again.
       stream.synchronize();
     }
-    std::vector<nvjpegImage_t> outputs;
+    std::vector<nvjpegImage_t>& outputs = member_outputs_;
+    outputs.clear();
     for (std::int64_t i : members) outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
     nvjpegJpegState_t state = hardware_->state(batch_state_);
     check(api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
@@ -610,7 +651,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   nvjpegStatus_t decode_regions(const encoded_batch& e, const std::vector<std::int64_t>& members,
                                 const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
                                 c10::cuda::CUDAStream stream, std::int64_t& smaller) {
-    std::vector<nvjpegImage_t> outputs;
+    std::vector<nvjpegImage_t>& outputs = member_outputs_;
+    outputs.clear();
     for (std::size_t k = 0; k < members.size(); ++k) {
       const std::size_t i = static_cast<std::size_t>(members[k]);
       smaller += ask_region(e, members[k], k) ? 1 : 0;
@@ -656,11 +698,11 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       if (info.width != planned.width || info.height != planned.height)
         throw bad_image("its size changed between the header check and the decode");
       const decoded_pixels px = host_.decode({1, 0, info.width, 0, info.height});
-      if (px.x0 != 0 || px.width < info.width || px.rows < info.height)
-        throw bad_image("libjpeg-turbo returned fewer pixels than the header gives");
+      if (px.x0 != 0 || px.width != info.width || px.rows != info.height)
+        throw bad_image("libjpeg-turbo returned other pixels than the header gives");
       const std::int64_t bytes = static_cast<std::int64_t>(info.width) * info.height * 3;
       at::Tensor staged = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-      to_rgb(px, info.width, info.height, staged.data_ptr<std::uint8_t>());
+      packed_rgb(px, staged.data_ptr<std::uint8_t>());
       arena_.narrow(0, layout_.offsets[static_cast<std::size_t>(i)], bytes).copy_(staged, true);
       ++counts_.host_fallbacks;
       return true;
@@ -673,18 +715,6 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
   }
 
-  static void to_rgb(const decoded_pixels& px, int width, int height, std::uint8_t* out) {
-    for (int y = 0; y < height; ++y) {
-      const std::uint8_t* row = px.data + static_cast<std::size_t>(y) * px.stride;
-      std::uint8_t* dst = out + static_cast<std::size_t>(y) * static_cast<std::size_t>(width) * 3;
-      if (px.channels == 3) {
-        std::memcpy(dst, row, static_cast<std::size_t>(width) * 3);
-        continue;
-      }
-      for (int x = 0; x < width; ++x) dst[3 * x] = dst[3 * x + 1] = dst[3 * x + 2] = row[x];
-    }
-  }
-
   static std::string file_name(const encoded_batch& e, std::int64_t i, const batch_loader& loader) {
     const std::int64_t index = e.indices[static_cast<std::size_t>(i)];
     if (const file_list* files = loader.files()) return files->path(index);
@@ -693,7 +723,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   // data.on_bad_file: skip: a file neither decoder can read takes the next good sample of the
   // batch (its pixels, crop and label), as the reader replaces a bad file by the next good one.
-  void replace_bad(const encoded_batch& e, const std::vector<bool>& bad, batch_loader& loader) {
+  void replace_bad(const encoded_batch& e, const std::vector<char>& bad, batch_loader& loader) {
     const std::int64_t n = static_cast<std::int64_t>(bad.size());
     for (std::int64_t i = 0; i < n; ++i) {
       if (!bad[static_cast<std::size_t>(i)]) continue;
@@ -869,6 +899,15 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   bool regions_ = false;              // the engines decode regions of interest (nvjpegDecodeBatchedEx)
   std::string regions_why_;           // else why not, where the engines are used
   std::vector<std::int64_t> source_;  // the sample each batch position is cut from (itself unless replaced)
+  // Per batch, kept so that their capacity is reused: each image's route, bytes in the arena and
+  // whether no decoder could read it; the hardware call's images, their bytes and outputs.
+  std::vector<route> routes_;
+  std::vector<std::int64_t> image_bytes_;
+  std::vector<char> bad_;
+  std::vector<std::int64_t> members_;
+  std::vector<const unsigned char*> member_data_;
+  std::vector<std::size_t> member_lengths_;
+  std::vector<nvjpegImage_t> member_outputs_;
   std::vector<pending> pending_;
   jpeg_decoder host_;
   device_decode_counts counts_;

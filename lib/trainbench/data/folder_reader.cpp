@@ -85,6 +85,7 @@ void encoded_batch::clear() {
   bytes.clear();
   offsets.clear();
   sizes.clear();
+  decoded.clear();
   infos.clear();
   markers.clear();
   plans.clear();
@@ -130,19 +131,45 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
                            phase_marker& marks) {
   marks.begin(load_phase::read);
   load_file(file);
-  marks.begin(load_phase::decode);  // the header only: the GPU decodes the rest
+  marks.begin(load_phase::decode);  // the header; the pixels only where the engines cannot take the file
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
   const resize_plan plan = plan_for(info, sample, epoch);
+  const std::size_t at = out.bytes.size();
+  plan_region decoded;
+  if (options_.decode_off_engines && !decoder_.markers().engine_kind()) {
+    decoded = decode_for_device(plan, info, out);
+  } else {
+    // Only the image: the device must never be sent what follows its end-of-image marker.
+    const std::size_t image = decoder_.markers().end;
+    out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(image));
+  }
   marks.end();
-  // Only the image: the device must never be sent what follows its end-of-image marker.
-  const std::size_t image = decoder_.markers().end;
-  out.offsets.push_back(out.bytes.size());
-  out.sizes.push_back(image);
-  out.bytes.insert(out.bytes.end(), bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(image));
+  out.offsets.push_back(at);
+  out.sizes.push_back(out.bytes.size() - at);
+  out.decoded.push_back(decoded);
   out.infos.push_back(info);
   out.markers.push_back(decoder_.markers());
   out.plans.push_back(plan);
   out.indices.push_back(file);
+}
+
+// A file the JPEG engines cannot take (progressive, extended, another subsampling, CMYK, ...):
+// libjpeg-turbo decodes its crop's region here (the whole image with partial_decode off), at full
+// resolution, so that the device crops
+// these pixels as it crops an engine's region (region_of: the same rectangle, and the same
+// shift of the plan), and appends them to `out` as packed RGB. On the training thread, nvJPEG's
+// general backend would decode the whole file, Huffman on the host, one image after another.
+plan_region folder_reader::decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out) {
+  const plan_region want =
+      options_.partial_decode ? region_of(plan, info.width, info.height) : plan_region{0, 0, info.width, info.height};
+  decode_facts& f = last_;
+  f.scale = 1;
+  f.region = {1, want.x0, want.x0 + want.width, want.y0, want.y0 + want.height};
+  const decoded_pixels px = decoder_.decode(f.region);  // x0 and width may widen to libjpeg's iMCU columns
+  const std::size_t at = out.bytes.size();
+  out.bytes.resize(at + static_cast<std::size_t>(px.width) * 3 * static_cast<std::size_t>(px.rows));
+  packed_rgb(px, out.bytes.data() + at);
+  return {px.x0, px.y0, px.width, px.rows};
 }
 
 // The sample's file, or with skip_bad_files the next good one after it (in index order).

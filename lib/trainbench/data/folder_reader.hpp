@@ -11,6 +11,7 @@
 #include "trainbench/config/profile.hpp"
 #include "trainbench/data/crop.hpp"
 #include "trainbench/data/dataset.hpp"
+#include "trainbench/data/fused_crop.hpp"
 #include "trainbench/data/jpeg.hpp"
 #include "trainbench/data/load_timing.hpp"
 
@@ -25,6 +26,9 @@ struct folder_options {
   std::int64_t max_image_bytes = 256 << 20;  // larger files are bad files, refused before reading
   bool skip_bad_files = false;  // data.on_bad_file: skip
   bool partial_decode = true;   // DCT scaling and cropping; false: every file decoded whole
+  // Encoded batches (data.decode: device) with data.decode_off_engines: host: a file the GPU's JPEG
+  // engines cannot take (jpeg_markers::engine_kind) is decoded here, its crop's region only.
+  bool decode_off_engines = false;
   std::uint64_t seed = 0;
 };
 
@@ -52,12 +56,17 @@ class bad_files {
 };
 
 // data.decode: device. A batch of undecoded files with each one's crop, planned on the host with
-// the same sampler as host decoding (so both give the same crops), decoded on the GPU later.
+// the same sampler as host decoding (so both give the same crops), decoded on the GPU later;
+// with folder_options::decode_off_engines, files the JPEG engines cannot take come decoded.
 struct encoded_batch {
   // The images back to back, each up to its end-of-image marker (what follows, such as a Motion
-  // Photo's video, is left out); capacity kept between batches.
+  // Photo's video, is left out), or the pixels a worker decoded (`decoded`); capacity kept
+  // between batches.
   std::vector<std::uint8_t> bytes;
   std::vector<std::size_t> offsets, sizes;
+  // Per image: width 0 where its bytes are the file; else the region of the file (full
+  // resolution) its bytes hold as packed RGB rows, width x 3 bytes each.
+  std::vector<plan_region> decoded;
   std::vector<jpeg_info> infos;
   std::vector<jpeg_markers> markers;  // each image's frame, as the marker walker read it
   std::vector<resize_plan> plans;
@@ -98,6 +107,7 @@ class folder_reader {
   // `file` is the one read; `sample` (its own index, or the bad file's it replaces) seeds the crop.
   void transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst, phase_marker& marks);
   void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  plan_region decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out);
   resize_plan plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch);
   template <class F>
   int with_good_file(std::int64_t index, F&& work);

@@ -7,6 +7,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 // clang-format off
 #include <jpeglib.h>
@@ -129,6 +130,19 @@ jpeg_info jpeg_decoder::open(const std::uint8_t* data, std::size_t size, std::in
     info.channels = 3;
   }
   return info;
+}
+
+void packed_rgb(const decoded_pixels& px, std::uint8_t* out) {
+  const std::size_t row = static_cast<std::size_t>(px.width) * 3;
+  for (int y = 0; y < px.rows; ++y) {
+    const std::uint8_t* from = px.data + static_cast<std::size_t>(y) * px.stride;
+    std::uint8_t* to = out + static_cast<std::size_t>(y) * row;
+    if (px.channels == 3) {
+      std::memcpy(to, from, row);
+      continue;
+    }
+    for (int x = 0; x < px.width; ++x) to[3 * x] = to[3 * x + 1] = to[3 * x + 2] = from[x];
+  }
 }
 
 decoded_pixels jpeg_decoder::decode(const jpeg_region& r) {

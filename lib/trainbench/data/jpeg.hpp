@@ -42,6 +42,10 @@ struct decoded_pixels {
   std::size_t stride = 0;
 };
 
+// The pixels as packed RGB rows, px.width x 3 bytes each, back to back: grayscale repeated in each
+// channel, as torchvision's RGB mode and PIL's convert("RGB") do.
+void packed_rgb(const decoded_pixels& px, std::uint8_t* out);
+
 class jpeg_decoder {
  public:
   jpeg_decoder();

@@ -91,6 +91,12 @@ std::string jpeg_markers::subsampling() const {
   return "other";
 }
 
+bool jpeg_markers::engine_kind() const {
+  if (!ok() || arithmetic || precision != 8 || process != jpeg_process::baseline) return false;
+  const std::string s = subsampling();
+  return s == "4:2:0" || s == "4:4:4" || s == "4:2:2" || s == "gray";
+}
+
 // Walks the file as a decoder reads it: marker segments skipped by their length (an EXIF
 // thumbnail's own FF D9 is inside one), entropy-coded data up to the next marker (there 0xFF is
 // stuffed as FF 00, and FF D0..D7 are restarts). What follows the end marker (a Motion Photo's

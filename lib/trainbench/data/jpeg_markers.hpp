@@ -48,6 +48,10 @@ struct jpeg_markers {
   std::string subsampling() const;
   // Complete and nothing a decoder would refuse.
   bool ok() const { return refused.empty() && end != 0 && frame_marker != 0; }
+  // What the GPU's JPEG engines decode, by the markers alone: complete, baseline (SOF0: 8-bit
+  // Huffman, sequential), in 4:2:0, 4:4:4, 4:2:2 or grayscale. nvjpegDecodeBatchedSupported may
+  // still refuse such a file on a given GPU (its size, say).
+  bool engine_kind() const;
 };
 
 // Walks the markers of `data` (which must start with SOI; otherwise `refused` says so). Never

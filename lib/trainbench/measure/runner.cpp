@@ -305,13 +305,15 @@ void runner::record_device_decode(const device_decode_counts& before, const devi
   d.windows.push_back({now.images_device - before.images_device, now.host_fallbacks - before.host_fallbacks,
                        now.images_hardware - before.images_hardware, now.images_cuda - before.images_cuda,
                        now.pageable_batches - before.pageable_batches,
-                       static_cast<double>(now.submit_ns() - before.submit_ns()) * 1e-9});
+                       static_cast<double>(now.submit_ns() - before.submit_ns()) * 1e-9,
+                       now.images_workers - before.images_workers});
   d.images_device = now.images_device;
   d.images_hardware = now.images_hardware;
   d.images_region = now.images_region;
   d.state_waits = now.state_waits;
   d.images_cuda = now.images_cuda;
   d.host_fallbacks = now.host_fallbacks;
+  d.images_workers = now.images_workers;
   d.pageable_batches = now.pageable_batches;
   d.submit_host_s = {static_cast<double>(now.route_ns) * 1e-9, static_cast<double>(now.hardware_ns) * 1e-9,
                      static_cast<double>(now.cuda_ns) * 1e-9, static_cast<double>(now.fallback_ns) * 1e-9,

@@ -166,7 +166,8 @@ json device_decode_state_json(const device_decode_result& d) {
   json windows = json::array();
   for (const auto& w : d.windows)
     windows.push_back(
-        {w.images_device, w.host_fallbacks, w.images_hardware, w.images_cuda, w.pageable_batches, w.submit_host_s});
+        {w.images_device, w.host_fallbacks, w.images_hardware, w.images_cuda, w.pageable_batches, w.submit_host_s,
+         w.images_workers});
   const decode_host_phases& h = d.submit_host_s;
   return {{"windows", windows},
           {"images_device", d.images_device},
@@ -175,6 +176,7 @@ json device_decode_state_json(const device_decode_result& d) {
           {"state_waits", d.state_waits},
           {"images_cuda", d.images_cuda},
           {"host_fallbacks", d.host_fallbacks},
+          {"images_workers", d.images_workers},
           {"pageable_batches", d.pageable_batches},
           {"submit_host_s", {h.route, h.hardware, h.cuda, h.host, h.crop}},
           {"replaced_samples", d.replaced_samples},
@@ -185,10 +187,11 @@ json device_decode_state_json(const device_decode_result& d) {
 device_decode_result device_decode_from(const json& j) {
   device_decode_result d;
   // Windows are [images_device, host_fallbacks, images_hardware, images_cuda, pageable_batches,
-  // submit_host_s].
+  // submit_host_s, images_workers] (the last one absent in states written before it).
   for (const auto& w : j.at("windows"))
     d.windows.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<std::int64_t>(), w.at(2).get<std::int64_t>(),
-                         w.at(3).get<std::int64_t>(), w.at(4).get<std::int64_t>(), w.at(5).get<double>()});
+                         w.at(3).get<std::int64_t>(), w.at(4).get<std::int64_t>(), w.at(5).get<double>(),
+                         w.size() > 6 ? w.at(6).get<std::int64_t>() : std::int64_t{0}});
   const json& h = j.at("submit_host_s");
   d.submit_host_s = {h.at(0).get<double>(), h.at(1).get<double>(), h.at(2).get<double>(), h.at(3).get<double>(),
                      h.at(4).get<double>()};
@@ -198,6 +201,7 @@ device_decode_result device_decode_from(const json& j) {
   d.state_waits = j.value("state_waits", std::int64_t{0});
   d.images_cuda = j.at("images_cuda").get<std::int64_t>();
   d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
+  d.images_workers = j.value("images_workers", std::int64_t{0});
   d.pageable_batches = j.at("pageable_batches").get<std::int64_t>();
   d.replaced_samples = j.at("replaced_samples").get<std::int64_t>();
   d.bytes_held = j.at("bytes_held").get<std::int64_t>();
@@ -219,6 +223,7 @@ void pool_device_decode(std::optional<device_decode_result>& into, const device_
   into->state_waits += d.state_waits;
   into->images_cuda += d.images_cuda;
   into->host_fallbacks += d.host_fallbacks;
+  into->images_workers += d.images_workers;
   into->pageable_batches += d.pageable_batches;
   decode_host_phases& h = into->submit_host_s;
   h.route += d.submit_host_s.route;

@@ -138,12 +138,14 @@ json device_decode_json(const device_decode_result& d) {
                        {"images_hardware", w.images_hardware},
                        {"images_cuda", w.images_cuda},
                        {"host_fallbacks", w.host_fallbacks},
+                       {"images_workers", w.images_workers},
                        {"pageable_batches", w.pageable_batches},
                        {"submit_host_s", w.submit_host_s}});
   const decode_host_phases& h = d.submit_host_s;
   return {{"images_device", d.images_device},       {"images_hardware", d.images_hardware},
           {"images_region", d.images_region},       {"state_waits", d.state_waits},
           {"images_cuda", d.images_cuda},           {"host_fallbacks", d.host_fallbacks},
+          {"images_workers", d.images_workers},
           {"pageable_batches", d.pageable_batches},
           {"submit_host_s", {{"route", h.route}, {"hardware", h.hardware}, {"cuda", h.cuda}, {"host", h.host}, {"crop", h.crop}}},
           {"replaced_samples", d.replaced_samples}, {"bytes_held", d.bytes_held},

@@ -94,7 +94,8 @@ struct device_decode_window {
   std::int64_t images_device = 0, host_fallbacks = 0;
   std::int64_t images_hardware = 0, images_cuda = 0;  // images_device split by nvJPEG backend
   std::int64_t pageable_batches = 0;
-  double submit_host_s = 0;  // the decoder's host time in submit, all phases
+  double submit_host_s = 0;         // the decoder's host time in submit, all phases
+  std::int64_t images_workers = 0;  // decoded by the loader's workers, copied up
 };
 // The decoder's host time in submit by phase, seconds (see device_decode_counts).
 struct decode_host_phases {
@@ -108,6 +109,7 @@ struct device_decode_result {
   std::int64_t state_waits = 0;       // hardware batches whose submit waited for a free nvJPEG state
   std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
   std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
+  std::int64_t images_workers = 0;    // files the engines cannot take, decoded by the loader's workers
   std::int64_t pageable_batches = 0;  // batches whose files nvJPEG read from pageable memory (not the pinned ring)
   decode_host_phases submit_host_s;   // the whole run, warmup included
   std::int64_t replaced_samples = 0;  // files neither could decode, replaced (data.on_bad_file: skip)

@@ -63,20 +63,22 @@ decode_backend choose_backend(const jpeg_markers& m, bool engines) {
   if (!m.ok() || m.arithmetic || m.precision != 8) return decode_backend::host;
   if (m.process == jpeg_process::lossless || m.process == jpeg_process::hierarchical) return decode_backend::host;
   if (m.components != 1 && m.components != 3) return decode_backend::host;
-  if (engines && m.process == jpeg_process::baseline) {
-    const std::string s = m.subsampling();
-    if (s == "4:2:0" || s == "4:4:4" || s == "4:2:2" || s == "gray") return decode_backend::hardware;
-  }
+  if (engines && m.engine_kind()) return decode_backend::hardware;
   return decode_backend::cuda;
 }
 
-arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes) {
-  arena_layout out;
-  out.offsets.reserve(image_bytes.size());
+void layout_arena(const std::vector<std::int64_t>& image_bytes, arena_layout& out) {
+  out.offsets.clear();
+  out.total = 0;
   for (std::int64_t b : image_bytes) {
     out.offsets.push_back(out.total);
     out.total += (b + arena_alignment - 1) / arena_alignment * arena_alignment;
   }
+}
+
+arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes) {
+  arena_layout out;
+  layout_arena(image_bytes, out);
   return out;
 }
 

@@ -47,6 +47,8 @@ struct arena_layout {
 };
 constexpr std::int64_t arena_alignment = 256;
 arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes);
+// The same into `out`, whose vector keeps its capacity (no allocation per batch).
+void layout_arena(const std::vector<std::int64_t>& image_bytes, arena_layout& out);
 
 // How large the pixel arena is kept. It grows to a batch's need at once; it shrinks to the largest
 // need of the last `window` batches when it holds more than `slack` times that, so one batch of
@@ -72,11 +74,12 @@ struct device_decode_counts {
   std::int64_t state_waits = 0;      // hardware calls that waited for a decode state (every one busy)
   std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
+  std::int64_t images_workers = 0;  // decoded by the loader's workers (data.decode_off_engines: host), copied up
   std::int64_t pageable_batches = 0;  // batches whose files were not in the pinned ring
   // Host time spent in submit, by phase (steady clock, as the loader's workers count theirs):
   // choosing, parsing and placing (route), the hardware batch call, the general backend's calls (its
-  // Huffman decoding runs in them), host fallbacks (libjpeg-turbo and the copy), and launching
-  // the crops. What a GPU run needs to say where the training thread's time goes.
+  // Huffman decoding runs in them), host fallbacks (libjpeg-turbo and the copy) and the copies of
+  // the workers' pixels, and launching the crops. What a GPU run needs to say where the training thread's time goes.
   std::int64_t route_ns = 0, hardware_ns = 0, cuda_ns = 0, fallback_ns = 0, crop_ns = 0;
   std::int64_t submit_ns() const { return route_ns + hardware_ns + cuda_ns + fallback_ns + crop_ns; }
   std::int64_t replaced_samples = 0;  // bad files (data.on_bad_file: skip) replaced within the batch
