@@ -342,7 +342,7 @@ def parts(dirs, name):
 def decode_reports(dirs):
     folder = last_existing(dirs, "decode")
     out = {}
-    for mode in ("device", "host", "device-whole"):
+    for mode in ("device", "host", "device-whole", "device-general"):
         f = os.path.join(folder, f"{mode}.json") if folder else ""
         if f and os.path.exists(f):
             try:
@@ -356,14 +356,18 @@ def decode_section(decode):
     if not decode:
         return []
     print("\n## Decoding JPEGs: host against GPU (`bench-data`, configs/imagenet/05-device-decode.yaml)\n")
-    print("| data.decode | decoded on | images/s | IQR | processes | notes |\n|---|---|---:|---|---:|---|")
+    print("| data.decode | decoded on | images/s | IQR | processes | images: engines (regions) / CUDA / workers / "
+          "host | notes |\n|---|---|---:|---|---:|---|---|")
     failures = []
     for mode, r in decode.items():
         s = (r.get("results") or {}).get("samples_per_s") or {}
         p = ((r.get("results") or {}).get("processes") or {}).get("measured", "–")
         iqr = f"{s.get('q1', 0):.0f}–{s.get('q3', 0):.0f}" if median(r) else "–"
+        d = (r.get("results") or {}).get("device_decode")
+        split = (f"{d.get('images_hardware', 0)} ({d.get('images_region', 0)}) / {d.get('images_cuda', 0)} / "
+                 f"{d.get('images_workers', 0)} / {d.get('host_fallbacks', 0)}") if d else "–"
         print(f"| {mode} | {(r.get('effective') or {}).get('decode', '?')} | {fmt(median(r))} | {iqr} | {p} | "
-              f"{notes_of(r)} |")
+              f"{split} | {notes_of(r)} |")
         if r.get("status") != "ok":
             failures.append(f"decode {mode}: {(r.get('error') or {}).get('message', r.get('status'))}")
     return failures
