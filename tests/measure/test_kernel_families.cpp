@@ -6,6 +6,7 @@
 #include "helpers.hpp"
 #include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/report/pooling.hpp"
+#include "trainbench/report/report.hpp"
 
 using namespace trainbench;
 
@@ -103,6 +104,42 @@ TEST_CASE(
   const run_result unmeasured = pool_rounds({none, none});
   CHECK_FALSE(unmeasured.kernel_families->measured);
   CHECK(unmeasured.kernel_families->reason == "why not");
+  // The names behind each family survive the state file and add up when pooled.
+  const auto& conv = pooled.kernel_families->top.at("convolution");
+  REQUIRE(conv.size() == 1);
+  CHECK(conv[0].name == "sm90_xmma_fprop_implicit_gemm_f16");
+  CHECK(conv[0].seconds == Approx(0.012));
+  CHECK(conv[0].kernels == 2);
+  report_input in;
+  in.result = pooled;
+  const nlohmann::ordered_json report = make_report(in)["results"]["kernel_families"];
+  CHECK(report["top"]["norm_activation"][0]["name"] == "cudnn::bn_fw_tr_1C11_kernel_NHWC");
+  CHECK(report["top"]["norm_activation"][0]["s_per_batch"].get<double>() == Approx(0.004 / 4));
+  CHECK(report["top"]["norm_activation"][0]["kernels_per_batch"].get<double>() == Approx(0.5));
+  CHECK(report["dropped_records"] == 0);
+}
+
+TEST_CASE("each family keeps its five longest kernel names, longest first, names cut to 160 characters") {
+  std::vector<kernel_record> records;
+  for (int i = 0; i < 7; ++i) records.push_back({"relu_kernel_" + std::to_string(i), 0.001 * (i + 1)});
+  records.push_back({"relu_kernel_6", 0.0005});  // the same name twice: one entry, its times added
+  records.push_back({"batchnorm_" + std::string(400, 'x'), 0.0001});
+  const kernel_family_result k = sum_kernel_families(records, 1, "test", 3);
+  CHECK(k.dropped == 3);
+  const auto& tops = k.top.at("norm_activation");
+  REQUIRE(tops.size() == kernel_tops);
+  CHECK(tops[0].name == "relu_kernel_6");
+  CHECK(tops[0].seconds == Approx(0.0075));
+  CHECK(tops[0].kernels == 2);
+  for (std::size_t i = 1; i < tops.size(); ++i) CHECK(tops[i - 1].seconds >= tops[i].seconds);
+  CHECK(k.top.at("convolution").empty());
+  std::vector<kernel_top> merged = tops;
+  merge_kernel_tops(merged, {{"batchnorm_" + std::string(150, 'x'), 1.0, 1}});
+  REQUIRE(merged.size() == kernel_tops);
+  CHECK(merged[0].name.size() == kernel_top_name_chars);
+  const kernel_family_result none = sum_kernel_families({}, 1, "test", 2);
+  CHECK_FALSE(none.measured);
+  CHECK(none.reason.find("2 records with timestamps outside the trace") != std::string::npos);
 }
 
 TEST_CASE("a CPU run's report says the kernel families are not measured, and why; the key turns them off") {

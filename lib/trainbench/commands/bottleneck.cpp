@@ -61,6 +61,9 @@ void prepare_side(bottleneck_side& s, const loaded_profile& lp, const profile& p
   const int prefetched =
       (s.pipe->loader ? s.pipe->loader->slots() : 0) + (s.pipe->transfer ? s.pipe->transfer->lookahead() : 0);
   m.warmup_batches = std::max(m.warmup_batches, prefetched);
+  // Kernel families are a run's figure: here every round would profile a window more, and after
+  // one side's profiler session CUPTI 13.0 may record nothing of a graph the other side captures.
+  m.kernel_families = false;
   s.run = std::make_unique<runner>(*s.pipe, m, make_progress(req.quiet));
 }
 

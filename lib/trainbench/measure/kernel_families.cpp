@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
+#include <unordered_map>
 
 namespace trainbench {
 
@@ -35,17 +36,19 @@ bool has_any(const std::string& lower, std::initializer_list<const char*> marker
 //   unscale-and-check) and the scale update;
 // - normalisation and activation: ATen's and cuDNN's batch norm (forward, backward, statistics),
 //   ReLU (clamp_min forward, threshold backward) and the residual add (ATen's add functor);
-//   cuDNN's batch-norm kernels say "bn_", before "cudnn" would call them convolutions;
+//   cuDNN's batch-norm kernels say "bn_" or "norm" (its graph engines' names are not documented:
+//   the report's top names per family show where they went), before "cudnn" would call them
+//   convolutions;
 // - convolution: cuDNN's and CUTLASS's convolution kernels (forward, data and weight gradients,
 //   implicit GEMM, Winograd) and cuDNN's layout conversions around them;
 // - other: everything else (pooling, the linear layer's GEMM, the loss, casts, copies).
 kernel_family classify_kernel(const std::string& name) {
   std::string n(name);
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (has_any(n, {"multi_tensor_apply", "fused_sgd", "foreach", "amp_update_scale", "non_finite_check"}))
+  if (has_any(n, {"multi_tensor_apply", "fused_sgd", "fusedsgd", "foreach", "amp_update_scale", "non_finite_check"}))
     return kernel_family::optimizer;
-  if (has_any(n, {"batch_norm", "batchnorm", "bn_fw", "bn_bw", "bn_", "welford", "relu", "clamp", "threshold",
-                  "functor_add", "add_kernel"}))
+  if (has_any(n, {"batch_norm", "batchnorm", "bn_fw", "bn_bw", "bn_", "norm_", "_norm", "bnorm", "welford", "relu",
+                  "clamp", "threshold", "functor_add", "add_kernel"}))
     return kernel_family::norm_activation;
   if (has_any(n, {"conv2d", "convolution", "convolve", "conv_", "_conv", "implicit_gemm", "implicitgemm", "fprop",
                   "dgrad", "wgrad", "winograd", "nchwtonhwc", "nhwctonchw", "cudnn"}))
@@ -57,19 +60,61 @@ bool host_device_copy(const std::string& name) {
   return name.rfind("Memcpy HtoD", 0) == 0 || name.rfind("Memcpy DtoH", 0) == 0;
 }
 
+namespace {
+
+// Longest first; a name's ties broken by the name, so the order is the same run after run.
+void rank(std::vector<kernel_top>& tops) {
+  std::sort(tops.begin(), tops.end(), [](const kernel_top& a, const kernel_top& b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.name < b.name;
+  });
+  if (tops.size() > kernel_tops) tops.resize(kernel_tops);
+}
+
+}  // namespace
+
+void merge_kernel_tops(std::vector<kernel_top>& into, const std::vector<kernel_top>& more) {
+  for (const kernel_top& m : more) {
+    auto same = std::find_if(into.begin(), into.end(), [&](const kernel_top& t) { return t.name == m.name; });
+    if (same == into.end()) {
+      into.push_back(m);
+      continue;
+    }
+    same->seconds += m.seconds;
+    same->kernels += m.kernels;
+  }
+  rank(into);
+}
+
 kernel_family_result sum_kernel_families(const std::vector<kernel_record>& records, int batches,
-                                         const std::string& source) {
+                                         const std::string& source, std::int64_t dropped) {
   kernel_family_result out;
   out.source = source;
   out.batches = batches;
-  for (int f = 0; f < kernel_family_count; ++f) out.seconds[kernel_family_name(static_cast<kernel_family>(f))] = 0;
+  out.dropped = dropped;
+  std::unordered_map<std::string, kernel_top> by_name[kernel_family_count];
   for (const auto& r : records) {
     if (host_device_copy(r.name)) continue;
-    out.seconds[kernel_family_name(classify_kernel(r.name))] += r.seconds;
+    const kernel_family f = classify_kernel(r.name);
+    out.seconds[kernel_family_name(f)] += r.seconds;
     ++out.kernels;
+    const std::string name = r.name.substr(0, kernel_top_name_chars);
+    kernel_top& t = by_name[static_cast<int>(f)][name];
+    t.name = name;
+    t.seconds += r.seconds;
+    ++t.kernels;
+  }
+  for (int f = 0; f < kernel_family_count; ++f) {
+    const std::string family = kernel_family_name(static_cast<kernel_family>(f));
+    out.seconds[family] += 0;  // every family is in the report, 0 where none ran
+    std::vector<kernel_top>& tops = out.top[family];
+    for (auto& [name, t] : by_name[f]) tops.push_back(t);
+    rank(tops);
   }
   out.measured = out.kernels > 0;
-  if (!out.measured) out.reason = "the profiler recorded no kernels in the profiled window";
+  if (!out.measured)
+    out.reason = "the profiler recorded no kernels in the profiled window" +
+                 (dropped > 0 ? " (" + std::to_string(dropped) + " records with timestamps outside the trace left out)"
+                              : std::string());
   return out;
 }
 

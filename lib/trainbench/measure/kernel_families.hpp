@@ -27,9 +27,12 @@ struct kernel_record {
   std::string name;
   double seconds = 0;
 };
-// Sums records by family over `batches` profiled batches.
+// Sums records by family over `batches` profiled batches, and ranks each family's kernel names by
+// time (the top kernel_tops); `dropped` records the recorder could not use are reported beside.
 kernel_family_result sum_kernel_families(const std::vector<kernel_record>& records, int batches,
-                                         const std::string& source);
+                                         const std::string& source, std::int64_t dropped = 0);
+// Merges ranked names (a pooled report): times and counts of one name add up, the top kept.
+void merge_kernel_tops(std::vector<kernel_top>& into, const std::vector<kernel_top>& more);
 
 class kernel_recorder {
  public:

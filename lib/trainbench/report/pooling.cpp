@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/measure/stats.hpp"
 #include "trainbench/util/error.hpp"
 #include "trainbench/util/fs.hpp"
@@ -250,9 +251,19 @@ void pool_dist(dist_result& into, const dist_result& d, int process,
   }
 }
 
+json kernel_tops_json(const std::map<std::string, std::vector<kernel_top>>& top) {
+  json out = json::object();
+  for (const auto& [family, tops] : top) {
+    json list = json::array();
+    for (const kernel_top& t : tops) list.push_back({t.name, t.seconds, t.kernels});
+    out[family] = list;
+  }
+  return out;
+}
+
 json kernel_families_state_json(const kernel_family_result& k) {
-  return {{"measured", k.measured}, {"reason", k.reason},   {"source", k.source},
-          {"batches", k.batches},   {"kernels", k.kernels}, {"seconds", k.seconds}};
+  return {{"measured", k.measured}, {"reason", k.reason},   {"source", k.source},   {"batches", k.batches},
+          {"kernels", k.kernels},   {"dropped", k.dropped}, {"seconds", k.seconds}, {"top", kernel_tops_json(k.top)}};
 }
 
 kernel_family_result kernel_families_from(const json& j) {
@@ -263,6 +274,12 @@ kernel_family_result kernel_families_from(const json& j) {
   k.batches = j.at("batches").get<int>();
   k.kernels = j.at("kernels").get<std::int64_t>();
   k.seconds = j.at("seconds").get<std::map<std::string, double>>();
+  k.dropped = j.value("dropped", std::int64_t{0});
+  // [name, seconds, kernels] per family; absent in states written before it.
+  if (j.contains("top"))
+    for (const auto& [family, list] : j.at("top").items())
+      for (const auto& t : list)
+        k.top[family].push_back({t.at(0).get<std::string>(), t.at(1).get<double>(), t.at(2).get<std::int64_t>()});
   return k;
 }
 
@@ -275,7 +292,9 @@ void pool_kernel_families(std::optional<kernel_family_result>& into, const kerne
   if (!k.measured) return;
   into->batches += k.batches;
   into->kernels += k.kernels;
+  into->dropped += k.dropped;
   for (const auto& [family, s] : k.seconds) into->seconds[family] += s;
+  for (const auto& [family, tops] : k.top) merge_kernel_tops(into->top[family], tops);
 }
 
 }  // namespace

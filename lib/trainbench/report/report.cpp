@@ -163,13 +163,24 @@ json kernel_families_json(const kernel_family_result& k) {
     shares[family] = total > 0 ? s / total : 0.0;
     per_batch[family] = k.batches > 0 ? s / k.batches : 0.0;
   }
+  json top = json::object();
+  for (const auto& [family, tops] : k.top) {
+    json list = json::array();
+    for (const kernel_top& t : tops)
+      list.push_back({{"name", t.name},
+                      {"s_per_batch", k.batches > 0 ? t.seconds / k.batches : 0.0},
+                      {"kernels_per_batch", k.batches > 0 ? static_cast<double>(t.kernels) / k.batches : 0.0}});
+    top[family] = list;
+  }
   return {{"measured", true},
           {"source", k.source},
           {"batches", k.batches},
           {"kernels", k.kernels},
+          {"dropped_records", k.dropped},
           {"kernel_s_per_batch", k.batches > 0 ? total / k.batches : 0.0},
           {"shares", shares},
-          {"s_per_batch", per_batch}};
+          {"s_per_batch", per_batch},
+          {"top", top}};
 }
 
 json amp_json(const run_result& r) {

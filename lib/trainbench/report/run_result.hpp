@@ -117,6 +117,15 @@ struct device_decode_result {
   std::int64_t peak_bytes_held = 0;
 };
 
+// One kernel name's part of a family: what the classification put there, for checking it.
+struct kernel_top {
+  std::string name;  // as the profiler reports it, cut to kernel_top_name_chars
+  double seconds = 0;
+  std::int64_t kernels = 0;
+};
+constexpr std::size_t kernel_tops = 5;              // kept per family
+constexpr std::size_t kernel_top_name_chars = 160;  // cuDNN's template names run to kilobytes
+
 // Each kernel family's device time in a profiled window after the measured ones (measure.kernel_families).
 struct kernel_family_result {
   bool measured = false;
@@ -124,7 +133,9 @@ struct kernel_family_result {
   std::string source;  // how it was measured
   int batches = 0;     // profiled batches (summed over pooled processes)
   std::int64_t kernels = 0;
-  std::map<std::string, double> seconds;  // family -> kernel seconds over the batches
+  std::int64_t dropped = 0;  // records left out as unusable (timestamps out of the trace), not counted
+  std::map<std::string, double> seconds;             // family -> kernel seconds over the batches
+  std::map<std::string, std::vector<kernel_top>> top;  // family -> its longest kernel names, longest first
 };
 
 struct run_result {
