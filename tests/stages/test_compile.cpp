@@ -108,6 +108,27 @@ TEST_CASE("fused SGD with a gradient of another layout than its parameter still 
   for (std::size_t i = 0; i < start.size(); ++i) CHECK(at::allclose(fused_p[i], eager_p[i], sgd_rtol, sgd_atol));
 }
 
+TEST_CASE("fused SGD takes a 1x1 convolution's gradient whose strides differ only in size-1 dimensions as it is") {
+  // channels_last [8, 4, 1, 1] has strides (4, 1, 4, 4), a contiguous one (4, 1, 1, 1): the same
+  // memory order, so no copy per step (a 1x1 convolution's gradient often comes so).
+  optimizer_config cfg;
+  cfg.lr = 0.1;
+  const at::Tensor start = at::randn({8, 4, 1, 1});
+  const auto nhwc = [&] { return at::empty_strided({8, 4, 1, 1}, {4, 1, 4, 4}).copy_(start).set_requires_grad(true); };
+  at::Tensor eager_w = nhwc(), fused_w = nhwc();
+  REQUIRE(fused_w.strides() != start.strides());
+  const at::Tensor grad = at::randn({8, 4, 1, 1});
+  eager_w.mutable_grad() = grad.clone();
+  fused_w.mutable_grad() = grad.clone();
+  const void* given = fused_w.grad().data_ptr();
+  sgd eager({eager_w}, cfg);
+  fused_sgd fused({fused_w}, cfg);
+  eager.step();
+  fused.step();
+  CHECK(fused_w.grad().data_ptr() == given);
+  CHECK(at::allclose(fused_w, eager_w, sgd_rtol, sgd_atol));
+}
+
 TEST_CASE(
     "fused SGD under fp16 loss scaling: unscaled in the kernel as the eager path unscales; an inf skips the step") {
   optimizer_config cfg;

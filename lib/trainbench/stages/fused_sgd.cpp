@@ -12,6 +12,20 @@
 
 namespace trainbench {
 
+namespace {
+
+// The same elements in the same memory order: sizes equal, and strides equal in every dimension
+// longer than one (a dimension of size 1 has no order; ATen's own check of the fused kernels
+// skips it too). A 1x1 convolution's channels_last gradient often differs from its weight there.
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (std::int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+}  // namespace
+
 fused_sgd::fused_sgd(std::vector<at::Tensor> params, const optimizer_config& cfg)
     : params_(std::move(params)), cfg_(cfg) {
   TB_ASSERT(!params_.empty(), "fused SGD needs at least one parameter");
@@ -45,7 +59,7 @@ void fused_sgd::step(const at::Tensor& grad_scale, const at::Tensor& found_inf) 
     // kernel computes garbage for a contiguous gradient of a channels_last parameter, and the
     // CUDA kernel refuses it. Autograd makes gradients in their parameter's layout; this keeps
     // a gradient set by other means correct too.
-    if (g.strides() != params_[i].strides()) {
+    if (!same_layout(g, params_[i])) {
       g = at::empty_like(params_[i]).copy_(g);
       params_[i].mutable_grad() = g;
     }
