@@ -373,6 +373,62 @@ def decode_section(decode):
     return failures
 
 
+FAMILIES = ["convolution", "norm_activation", "optimizer", "other"]
+
+
+def kernel_families_of(r):
+    k = (r.get("results") or {}).get("kernel_families") or {}
+    return k if k.get("measured") else None
+
+
+def kernel_families_section(groups):
+    """Where each rung's step spends its device time, by kernel family (results.kernel_families)."""
+    rows = [(f"{part}/{n}", k) for part, reports in groups for n, r in reports.items()
+            if (k := kernel_families_of(r))]
+    if not rows:
+        return
+    print("\n## Where the step's device time goes (kernel families)\n")
+    print("| rung | kernel ms / batch | " + " | ".join(FAMILIES) + " | dropped records |")
+    print("|---|---:|" + "---:|" * len(FAMILIES) + "---:|")
+    for name, k in rows:
+        shares = k.get("shares") or {}
+        print(f"| {name} | {fmt(1000 * k.get('kernel_s_per_batch', 0), 2)} | "
+              + " | ".join(f"{100 * shares.get(f, 0):.1f}%" for f in FAMILIES) + f" | {k.get('dropped_records', 0)} |")
+    print("\nShares of kernel time summed over streams ([compile.md](../compile.md#kernel-families)); "
+          "each report's `results.kernel_families.top` names the kernels behind each family.")
+
+
+def precision_section(groups):
+    """bf16 against fp16 of the same rung (configs/best: 00 fp16, 01 bf16; ladder-plus by effective.amp):
+    per family the time per batch and its ratio, and the longest kernels of the family that grew most."""
+    pairs = []
+    for part, reports in groups:
+        fp16 = [(n, r) for n, r in reports.items() if (r.get("effective") or {}).get("amp") == "fp16"
+                and kernel_families_of(r) and not is_ceiling(r)]
+        bf16 = [(n, r) for n, r in reports.items() if (r.get("effective") or {}).get("amp") == "bf16"
+                and kernel_families_of(r) and not is_ceiling(r)]
+        if fp16 and bf16:
+            pairs.append((part, fp16[-1], bf16[-1]))
+    if not pairs:
+        return
+    print("\n## bf16 against fp16, by kernel family\n")
+    for part, (fn, f), (bn, b) in pairs:
+        kf, kb = kernel_families_of(f), kernel_families_of(b)
+        pf, pb = kf.get("s_per_batch") or {}, kb.get("s_per_batch") or {}
+        print(f"{part}: {bn} against {fn}; samples/s {fmt(median(b))} / {fmt(median(f))}\n")
+        print("| family | fp16 ms / batch | bf16 ms / batch | bf16 / fp16 |\n|---|---:|---:|---:|")
+        for fam in FAMILIES:
+            a, c = pf.get(fam, 0), pb.get(fam, 0)
+            print(f"| {fam} | {fmt(1000 * a, 3)} | {fmt(1000 * c, 3)} | {f'{c / a:.2f}x' if a else '–'} |")
+        grew = max(FAMILIES, key=lambda fam: pb.get(fam, 0) - pf.get(fam, 0))
+        print(f"\nThe family that grew most, {grew}: its longest kernels\n")
+        for label, k in [("fp16", kf), ("bf16", kb)]:
+            for t in (k.get("top") or {}).get(grew, [])[:5]:
+                print(f"- {label}: {1000 * t.get('s_per_batch', 0):.3f} ms, {t.get('kernels_per_batch', 0):.1f} a batch: "
+                      f"`{t.get('name', '?')}`")
+        print()
+
+
 def sanitizer_section(dirs):
     for tool in ["memcheck", "racecheck"]:
         f = last_existing(dirs, f"sanitizer-{tool}.txt")
@@ -445,6 +501,8 @@ def main():
     failures += decode_section(decode)
     imagenet_section(imagenet)
     resnet50_section(r50)
+    kernel_families_section([("ladder", ladder), ("ladder-plus", plus), ("best", best), ("resnet50", r50)])
+    precision_section([("best", best), ("ladder-plus", plus)])
     for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("best", best), ("reference", ref),
                           ("reference ladder-plus", ref_plus), ("reference best", ref_best), ("imagenet", imagenet),
                           ("resnet50", r50)]:
