@@ -155,10 +155,10 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
 
 // A file the JPEG engines cannot take (progressive, extended, another subsampling, CMYK, ...):
 // libjpeg-turbo decodes its crop's region here (the whole image with partial_decode off), at full
-// resolution, so that the device crops
-// these pixels as it crops an engine's region (region_of: the same rectangle, and the same
-// shift of the plan), and appends them to `out` as packed RGB. On the training thread, nvJPEG's
-// general backend would decode the whole file, Huffman on the host, one image after another.
+// resolution, so that the device crops these pixels as it crops an engine's region (region_of:
+// the same rectangle, and the same shift of the plan), and appends them to `out` as packed RGB.
+// On the training thread, nvJPEG's general backend would decode the whole file, Huffman on the
+// host, one image after another.
 plan_region folder_reader::decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out) {
   const plan_region want =
       options_.partial_decode ? region_of(plan, info.width, info.height) : plan_region{0, 0, info.width, info.height};
