@@ -119,6 +119,22 @@ TEST_CASE(
   CHECK(report["dropped_records"] == 0);
 }
 
+TEST_CASE("the run's summary gives the kernel time per batch, every family's share and the longest kernel") {
+  const std::vector<kernel_record> records{{"sm90_xmma_fprop_implicit_gemm_f16", 0.006},
+                                           {"sm90_xmma_dgrad_implicit_gemm_f16", 0.004},
+                                           {"cudnn::bn_fw_tr_1C11_kernel_NHWC", 0.008},
+                                           {"max_pool_forward_nhwc", 0.002}};
+  const std::vector<std::string> lines = describe_kernel_families(sum_kernel_families(records, 2, "test", 1));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] ==
+        "10.00 ms of kernels per batch: convolution 50.0%, norm_activation 40.0%, optimizer 0.0%, other 10.0%");
+  CHECK(lines[1] == "longest: sm90_xmma_fprop_implicit_gemm_f16 (3.000 ms per batch, convolution)");
+  CHECK(lines[2] == "1 records with timestamps outside the trace left out");
+  kernel_family_result none;
+  none.reason = "the device is cpu";
+  CHECK(describe_kernel_families(none).empty());
+}
+
 TEST_CASE("each family keeps its five longest kernel names, longest first, names cut to 160 characters") {
   std::vector<kernel_record> records;
   for (int i = 0; i < 7; ++i) records.push_back({"relu_kernel_" + std::to_string(i), 0.001 * (i + 1)});

@@ -9,6 +9,7 @@
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/data/dataset.hpp"
+#include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/measure/nvtx.hpp"
 #include "trainbench/measure/progress.hpp"
 #include "trainbench/measure/stats.hpp"
@@ -186,6 +187,10 @@ void print_summary(const report_input& in) {
                 *r.skipped_steps == 1 ? "" : "s", r.loss_scale.value_or(0.0));
   if (r.loader) print_loader(*r.loader);
   if (r.device_decode) print_device_decode(*r.device_decode);
+  if (r.kernel_families) {
+    const std::vector<std::string> lines = describe_kernel_families(*r.kernel_families);
+    for (std::size_t i = 0; i < lines.size(); ++i) std::printf("  %-12s %s\n", i == 0 ? "kernels" : "", lines[i].c_str());
+  }
   print_compute(compute_block(in));
   if (r.dist) print_dist(*r.dist);
   for (const auto& n : in.effective.notes) std::printf("  note: %s\n", n.c_str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <initializer_list>
 #include <unordered_map>
 
@@ -83,6 +84,34 @@ void merge_kernel_tops(std::vector<kernel_top>& into, const std::vector<kernel_t
     same->kernels += m.kernels;
   }
   rank(into);
+}
+
+std::vector<std::string> describe_kernel_families(const kernel_family_result& k) {
+  if (!k.measured || k.batches <= 0) return {};
+  double total = 0;
+  for (const auto& [family, s] : k.seconds) total += s;
+  if (total <= 0) return {};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f ms of kernels per batch:", 1000.0 * total / k.batches);
+  std::string shares = buf;
+  std::string largest;
+  for (int f = 0; f < kernel_family_count; ++f) {
+    const std::string family = kernel_family_name(static_cast<kernel_family>(f));
+    const auto it = k.seconds.find(family);
+    const double s = it == k.seconds.end() ? 0 : it->second;
+    std::snprintf(buf, sizeof buf, " %s %.1f%%%s", family.c_str(), 100.0 * s / total, f + 1 < kernel_family_count ? "," : "");
+    shares += buf;
+    if (largest.empty() || s > k.seconds.at(largest)) largest = family;
+  }
+  std::vector<std::string> out{shares};
+  const auto tops = k.top.find(largest);
+  if (tops != k.top.end() && !tops->second.empty()) {
+    const kernel_top& t = tops->second.front();
+    std::snprintf(buf, sizeof buf, " (%.3f ms per batch, %s)", 1000.0 * t.seconds / k.batches, largest.c_str());
+    out.push_back("longest: " + t.name.substr(0, 80) + buf);
+  }
+  if (k.dropped > 0) out.push_back(std::to_string(k.dropped) + " records with timestamps outside the trace left out");
+  return out;
 }
 
 kernel_family_result sum_kernel_families(const std::vector<kernel_record>& records, int batches,

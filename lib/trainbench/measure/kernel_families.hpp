@@ -31,6 +31,9 @@ struct kernel_record {
 // time (the top kernel_tops); `dropped` records the recorder could not use are reported beside.
 kernel_family_result sum_kernel_families(const std::vector<kernel_record>& records, int batches,
                                          const std::string& source, std::int64_t dropped = 0);
+// For the run's summary: the kernel time per batch and each family's share, then the longest
+// kernel of the largest family (its name cut to 80 characters); empty lines where not measured.
+std::vector<std::string> describe_kernel_families(const kernel_family_result& k);
 // Merges ranked names (a pooled report): times and counts of one name add up, the top kept.
 void merge_kernel_tops(std::vector<kernel_top>& into, const std::vector<kernel_top>& more);
 
