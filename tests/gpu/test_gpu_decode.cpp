@@ -313,13 +313,44 @@ fs::path baseline_folder() {
 
 }  // namespace
 
+namespace {
+
+// One batch of kinds_folder() through the host path and through the device decoder (the file
+// ring pinned or not; the engines' misses decoded by the workers or not), by position.
+struct kinds_batch {
+  std::vector<std::string> names;
+  at::Tensor expected, got;
+  std::vector<bool> on_workers;  // decoded by a loader worker
+};
+kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines) {
+  const auto ds = read_image_folder(kinds_folder(), "train");
+  loader_options ho = options(false), fo = options(true);
+  fo.pin_memory = pinned;
+  fo.folder.decode_off_engines = off_engines;
+  if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
+  batch_loader host(ds, ho), files(ds, fo);
+  REQUIRE(files.file_ring_pinned() == pinned);
+  kinds_batch out;
+  out.names = names_of(files, 0);
+  const host_batch& h = host.next();
+  out.expected = h.images.clone();
+  host.release(h);
+  const host_batch& f = files.next();
+  for (const plan_region& r : f.encoded->decoded) out.on_workers.push_back(r.width > 0);
+  decoder.submit(f, files);
+  out.got = decoder.take().images.cpu();
+  decoder.step_done();
+  return out;
+}
+
+}  // namespace
+
 // Deliverable: the same pixels as the host path, per image, for every kind of file: nvJPEG's
 // IDCT and chroma upsampling differ from libjpeg-turbo's (within a few grey levels), CMYK goes to
 // the host (the same conversion), and a Motion Photo decodes as its image alone.
 TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive, gray, CMYK, Motion Photo",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-  const auto ds = read_image_folder(kinds_folder(), "train");
   const c10::Device device(c10::kCUDA, 0);
   for (bool pinned : {false, true}) {
     INFO((pinned ? "pinned file ring" : "pageable files"));
@@ -327,24 +358,11 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
     auto decoder = make_nvjpeg_transfer(device, small_options(), why);
     INFO(why);
     REQUIRE(decoder);
-    loader_options ho = options(false), fo = options(true);
-    ho.batch_size = fo.batch_size = 8;
-    fo.pin_memory = pinned;
-    if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
-    batch_loader host(ds, ho), files(ds, fo);
-    REQUIRE(files.file_ring_pinned() == pinned);
-    const auto names = names_of(files, 0);
-    const host_batch& h = host.next();
-    const at::Tensor expected = h.images.clone();
-    host.release(h);
-    decoder->submit(files.next(), files);
-    const device_batch d = decoder->take();
-    const at::Tensor got = d.images.cpu();
-    decoder->step_done();
+    const kinds_batch b = decode_kinds(*decoder, pinned, false);
     for (std::int64_t i = 0; i < 8; ++i) {
-      const at::Tensor diff = (got[i] - expected[i]).abs();
-      INFO(names[static_cast<std::size_t>(i)] << ": mean " << diff.mean().item<double>() << ", max "
-                                              << diff.max().item<double>());
+      const at::Tensor diff = (b.got[i] - b.expected[i]).abs();
+      INFO(b.names[static_cast<std::size_t>(i)] << ": mean " << diff.mean().item<double>() << ", max "
+                                                << diff.max().item<double>());
       CHECK(diff.mean().item<double>() < 0.02);  // one grey level is 0.017 after normalisation
       CHECK(diff.max().item<double>() < 0.3);
     }
@@ -365,7 +383,6 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
 TEST_CASE("the loader's workers decode what the JPEG engines cannot take; the device crops it as the host path does",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-  const auto ds = read_image_folder(kinds_folder(), "train");
   const c10::Device device(c10::kCUDA, 0);
   for (bool pinned : {false, true}) {
     INFO((pinned ? "pinned file ring" : "pageable files"));
@@ -373,27 +390,12 @@ TEST_CASE("the loader's workers decode what the JPEG engines cannot take; the de
     auto decoder = make_nvjpeg_transfer(device, small_options(), why);
     INFO(why);
     REQUIRE(decoder);
-    loader_options ho = options(false), fo = options(true);
-    fo.pin_memory = pinned;
-    fo.folder.decode_off_engines = true;
-    if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
-    batch_loader host(ds, ho), files(ds, fo);
-    const auto names = names_of(files, 0);
-    const host_batch& h = host.next();
-    const at::Tensor expected = h.images.clone();
-    host.release(h);
-    const host_batch& f = files.next();
-    std::vector<bool> on_workers;
-    for (const plan_region& r : f.encoded->decoded) on_workers.push_back(r.width > 0);
-    decoder->submit(f, files);
-    const device_batch d = decoder->take();
-    const at::Tensor got = d.images.cpu();
-    decoder->step_done();
+    const kinds_batch b = decode_kinds(*decoder, pinned, true);
     for (std::int64_t i = 0; i < 8; ++i) {
-      const at::Tensor diff = (got[i] - expected[i]).abs();
-      const bool mine = on_workers[static_cast<std::size_t>(i)];
-      INFO(names[static_cast<std::size_t>(i)] << (mine ? " (decoded by a worker)" : "") << ": mean "
-                                              << diff.mean().item<double>() << ", max " << diff.max().item<double>());
+      const at::Tensor diff = (b.got[i] - b.expected[i]).abs();
+      const bool mine = b.on_workers[static_cast<std::size_t>(i)];
+      INFO(b.names[static_cast<std::size_t>(i)] << (mine ? " (decoded by a worker)" : "") << ": mean "
+                                                << diff.mean().item<double>() << ", max " << diff.max().item<double>());
       CHECK(diff.max().item<double>() < (mine ? 1e-4 : 0.3));
       CHECK(diff.mean().item<double>() < 0.02);
     }

@@ -95,13 +95,17 @@ std::vector<std::string> describe_kernel_families(const kernel_family_result& k)
   std::snprintf(buf, sizeof buf, "%.2f ms of kernels per batch:", 1000.0 * total / k.batches);
   std::string shares = buf;
   std::string largest;
+  double largest_s = -1;
   for (int f = 0; f < kernel_family_count; ++f) {
     const std::string family = kernel_family_name(static_cast<kernel_family>(f));
     const auto it = k.seconds.find(family);
     const double s = it == k.seconds.end() ? 0 : it->second;
     std::snprintf(buf, sizeof buf, " %s %.1f%%%s", family.c_str(), 100.0 * s / total, f + 1 < kernel_family_count ? "," : "");
     shares += buf;
-    if (largest.empty() || s > k.seconds.at(largest)) largest = family;
+    if (s > largest_s) {
+      largest = family;
+      largest_s = s;
+    }
   }
   std::vector<std::string> out{shares};
   const auto tops = k.top.find(largest);
