@@ -314,3 +314,48 @@ TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports every
   const at::Tensor x = at::randn({2, 3, 32, 32});
   CHECK(at::equal(m->forward(x), plain->forward(x)));
 }
+
+TEST_CASE("batch_norm_sites: every batch-norm call of a forward, its fusion and shape at the batch, the model left as it was") {
+  at::manual_seed(11);
+  resnet model = make_resnet("resnet18", 10);
+  model->train();
+  const std::shared_ptr<batch_norm_ops> ops = reference_batch_norm_ops(true, true, true);
+  model->set_batch_norm_ops(ops);
+  std::vector<at::Tensor> before;
+  for (const auto& b : model->buffers()) before.push_back(b.clone());
+  const bool benchmark = at::globalContext().benchmarkCuDNN();
+
+  const std::vector<batch_norm_site> sites = batch_norm_sites(model, {8, 3, 64, 64});
+
+  // The stem, then per basic block "bn, ReLU" and "bn, add, ReLU", and three downsample branches.
+  REQUIRE(sites.size() == 20);
+  int counts[3] = {0, 0, 0};
+  for (const auto& s : sites) {
+    ++counts[static_cast<int>(s.kind)];
+    REQUIRE(s.bn != nullptr);
+    REQUIRE(s.shape.size() == 4);
+    CHECK(s.shape[0] == 8);
+    CHECK(s.shape[1] == s.bn->options.num_features());
+  }
+  CHECK(counts[static_cast<int>(batch_norm_kind::bn_relu)] == 9);
+  CHECK(counts[static_cast<int>(batch_norm_kind::bn_add_relu)] == 8);
+  CHECK(counts[static_cast<int>(batch_norm_kind::plain)] == 3);
+  CHECK(sites.front().kind == batch_norm_kind::bn_relu);
+  CHECK(sites.front().shape == std::vector<std::int64_t>{8, 64, 32, 32});  // the stem, before the max pool
+  CHECK(sites.back().kind == batch_norm_kind::bn_add_relu);
+  CHECK(sites.back().shape == std::vector<std::int64_t>{8, 512, 2, 2});
+  // The downsample branch's batch norm sees its block's output shape.
+  for (std::size_t i = 0; i < sites.size(); ++i)
+    if (sites[i].kind == batch_norm_kind::plain) {
+      REQUIRE(i > 0);
+      CHECK(sites[i].shape == sites[i - 1].shape);
+    }
+
+  // Left as it was: training mode, the same ops, statistics untouched, cuDNN's benchmark as set.
+  CHECK(model->is_training());
+  CHECK(model->batch_norm_ops_in_use() == ops);
+  const auto after = model->buffers();
+  REQUIRE(after.size() == before.size());
+  for (std::size_t i = 0; i < before.size(); ++i) CHECK(at::equal(after[i], before[i]));
+  CHECK(at::globalContext().benchmarkCuDNN() == benchmark);
+}

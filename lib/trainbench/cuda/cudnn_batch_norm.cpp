@@ -23,6 +23,8 @@
 
 #include <dlfcn.h>
 
+#include "trainbench/util/log.hpp"
+
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -101,12 +103,14 @@ attr per_channel(fe::graph::Graph& g, const char* name, const graph_key& k) {
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-void build(fe::graph::Graph& g, cudnnHandle_t handle) {
+// plans false: only as far as cuDNN's support check (whether an engine takes the graph), without
+// compiling a plan.
+void build(fe::graph::Graph& g, cudnnHandle_t handle, bool plans = true) {
   check(g.validate(), "validate");
   check(g.build_operation_graph(handle), "build_operation_graph");
   check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
   check(g.check_support(handle), "check_support");
-  check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+  if (plans) check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
 }
 
 void start_graph(fe::graph::Graph& g, const graph_key& k) {
@@ -176,7 +180,7 @@ struct backward_graph {
   std::int64_t workspace = 0;
 };
 
-std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
+std::unique_ptr<backward_graph> make_backward(const graph_key& k, bool plans = true) {
   auto b = std::make_unique<backward_graph>();
   auto& g = b->graph;
   start_graph(g, k);
@@ -204,9 +208,31 @@ std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
   b->dx = dx;
   b->dscale = dscale;
   b->dbias = dbias;
-  build(g, k.handle);
-  check(g.get_workspace_size(b->workspace), "get_workspace_size");
+  build(g, k.handle, plans);
+  if (plans) check(g.get_workspace_size(b->workspace), "get_workspace_size");
   return b;
+}
+
+std::string first_line(const std::string& s) {
+  const auto end = s.find('\n');
+  return end == std::string::npos ? s : s.substr(0, end);
+}
+
+std::string shape_text(const graph_key& k) {
+  std::ostringstream os;
+  os << k.n << "x" << k.c << "x" << k.h << "x" << k.w;
+  return os.str();
+}
+
+const char* fusion_text(const graph_key& k) {
+  return k.add ? "batch norm + add + ReLU" : k.relu ? "batch norm + ReLU" : "batch norm";
+}
+
+// The backward's graph of a forward's key: it does not depend on eps or momentum.
+graph_key backward_key(graph_key k) {
+  k.eps = 0.0;
+  k.momentum = 0.0;
+  return k;
 }
 
 // Graphs are built on first use and kept for the process. Building compiles kernels: never
@@ -218,25 +244,58 @@ class graph_cache {
     return *cache;
   }
   const forward_graph& forward(const graph_key& k) { return get(forward_, k, make_forward); }
-  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
+  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward_plans); }
+
+  // "" where cuDNN takes this fusion for k's shape, else why not. cuDNN supports a graph or not
+  // for its shape, whatever the handle: so it is decided once per shape, by building the forward
+  // graph with this thread's handle (the plan a first step would build) and checking the
+  // backward's support (autograd's thread builds that plan with its own handle on first use).
+  // A refusal is remembered and logged once; the ops run that shape unfused.
+  std::string refusal(const graph_key& k) {
+    graph_key shape = k;
+    shape.handle = nullptr;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = decided_.find(shape);
+      if (it != decided_.end()) return it->second;
+    }
+    not_capturing(k);
+    std::string why;
+    try {
+      forward(k);
+      make_backward(backward_key(k), false);
+    } catch (const std::exception& e) {
+      why = first_line(e.what());
+    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto [it, added] = decided_.emplace(shape, why);
+    if (added && !why.empty())
+      log_warn(std::string("fused batch norm: cuDNN refuses ") + fusion_text(k) + " for " + shape_text(k) + " in " +
+               c10::toString(k.dtype) + " (" + why + "); batch norms of that shape run unfused");
+    return it->second;
+  }
 
  private:
+  static std::unique_ptr<backward_graph> make_backward_plans(const graph_key& k) { return make_backward(k, true); }
+
+  static void not_capturing(const graph_key& k) {
+    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) return;
+    throw std::runtime_error("fused batch norm: a new shape " + shape_text(k) +
+                             " during CUDA graph capture; its cuDNN graph must be built by an eager step first");
+  }
+
   template <class G, class Make>
   const G& get(std::map<graph_key, std::unique_ptr<G>>& cache, const graph_key& k, Make make) {
     const std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache.find(k);
     if (it != cache.end()) return *it->second;
-    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
-      std::ostringstream os;
-      os << "fused batch norm: a new shape " << k.n << "x" << k.c << "x" << k.h << "x" << k.w
-         << " during CUDA graph capture; its cuDNN graph must be built by an eager step first";
-      throw std::runtime_error(os.str());
-    }
+    not_capturing(k);
     return *cache.emplace(k, make(k)).first->second;
   }
   std::mutex mutex_;
   std::map<graph_key, std::unique_ptr<forward_graph>> forward_;
   std::map<graph_key, std::unique_ptr<backward_graph>> backward_;
+  std::map<graph_key, std::string> decided_;  // by shape (no handle): "" or cuDNN's refusal
 };
 
 graph_key key_of(const at::Tensor& x, bool relu, bool add, double eps, double momentum) {
@@ -309,7 +368,7 @@ variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, b
   if (!grads[0].defined()) return variable_list(inputs);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor dy = nhwc(grads[0].to(x.scalar_type()));
-  const graph_key k = key_of(x, relu, add, 0.0, 0.0);
+  const graph_key k = backward_key(key_of(x, relu, add, 0.0, 0.0));
   const backward_graph& g = graph_cache::instance().backward(k);
   const auto f32 = x.options().dtype(at::kFloat);
   at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -392,18 +451,18 @@ class cudnn_ops final : public batch_norm_ops {
   cudnn_ops(c10::Device device, at::ScalarType dtype, const cudnn_fusion_probe& probe)
       : device_(device), dtype_(dtype), probe_(probe) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.bn_relu.works || !takes(bn, x)) return bn.forward(x).relu_();
+    if (!probe_.bn_relu.works || !takes(bn, x) || !builds(bn, x, true, false)) return bn.forward(x).relu_();
     return fused_call(bn, x, at::Tensor(), true, probe_.bn_relu.unbias);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& residual) override {
     if (!probe_.bn_add_relu.works || !takes(bn, x) || residual.sizes() != x.sizes() ||
-        residual.device() != x.device())
+        residual.device() != x.device() || !builds(bn, x, true, true))
       return bn.forward(x).add_(residual).relu_();
     return fused_call(bn, x, residual, true, probe_.bn_add_relu.unbias);
   }
   torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.batch_norm.works || !takes(bn, x)) return bn.forward(x);
+    if (!probe_.batch_norm.works || !takes(bn, x) || !builds(bn, x, false, false)) return bn.forward(x);
     return fused_call(bn, x, at::Tensor(), false, probe_.batch_norm.unbias);
   }
 
@@ -412,6 +471,9 @@ class cudnn_ops final : public batch_norm_ops {
     return fusable(bn) && x.dim() == 4 && x.device() == device_ && x.scalar_type() == dtype_ &&
            bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
            bn.running_var.scalar_type() == at::kFloat && x.numel() < std::numeric_limits<std::int32_t>::max();
+  }
+  static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add) {
+    return graph_cache::instance().refusal(key_of(x, relu, add, bn.options.eps(), *bn.options.momentum())).empty();
   }
   c10::Device device_;
   at::ScalarType dtype_;
@@ -487,11 +549,6 @@ c10::Device indexed(c10::Device device) {
   return device.has_index() ? device : c10::Device(c10::kCUDA, c10::cuda::current_device());
 }
 
-std::string first_line(const std::string& s) {
-  const auto end = s.find('\n');
-  return end == std::string::npos ? s : s.substr(0, end);
-}
-
 }  // namespace
 
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype) {
@@ -526,6 +583,22 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::Sca
   return std::make_shared<cudnn_ops>(indexed(device), dtype, probe);
 }
 
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
+                                     bool relu, bool add) {
+  TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_refusal: expected N, C, H, W");
+  TORCH_CHECK(relu || !add, "fused batch norm: the residual add comes with the ReLU");
+  try {
+    const c10::cuda::CUDAGuard guard(bn.weight.device());
+    fe_type(dtype);
+    load_cudnn();
+    const graph_key k{at::native::getCudnnHandle(), dtype, relu, add, nchw[0], nchw[1], nchw[2], nchw[3],
+                      bn.options.eps(), *bn.options.momentum()};
+    return graph_cache::instance().refusal(k);
+  } catch (const std::exception& e) {
+    return first_line(e.what());
+  }
+}
+
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                     const torch::Tensor& residual, bool unbias_running_var) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
@@ -558,6 +631,9 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
 }
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   throw std::runtime_error(missing);
+}
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool) {
+  return missing;
 }
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
   throw std::runtime_error(missing);

@@ -5,8 +5,9 @@
 // bit mask of where the output is positive. Backward: the mask times dY (kept as the residual's
 // gradient where there is one), then batch norm's backward. The downsample branch's plain batch
 // norm runs the same graphs without the ReLU and the mask. One graph per shape, built on first
-// use (never during CUDA graph capture) and cached. Without a CUDA LibTorch, or without the
-// frontend's headers at build time, the probe says why and nothing else is reached.
+// use (never during CUDA graph capture) and cached; a shape cuDNN refuses runs unfused. Without
+// a CUDA LibTorch, or without the frontend's headers at build time, the probe says why and
+// nothing else is reached.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -45,6 +46,15 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
 // fusable, run unfused).
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype,
                                                      const cudnn_fusion_probe& probe);
+
+// "" where cuDNN takes this fusion (relu; add, with relu; neither: the plain batch norm) for bn with
+// an input of shape N, C, H, W in dtype, else why not. The probe checks one small shape; an
+// engine may still refuse another (a 1x1 map, a large batch). Decided once per shape and
+// remembered: it builds the forward graph (kept for the first step) and checks the backward's
+// support; the ops cudnn_batch_norm_ops makes run a refused shape unfused, and ask this themselves
+// for a shape met first in a step. Not during a CUDA graph capture.
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
+                                     bool relu, bool add);
 
 // One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
 // x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined. unbias_running_var:

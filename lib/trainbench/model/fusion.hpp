@@ -22,8 +22,9 @@ struct fusion_request {
   // On the CPU, run the fusions through the reference ops (plain ATen, the arithmetic the fused
   // kernels must match) instead of leaving the unfused ops: for tests of the seam.
   bool cpu_reference = false;
-  // N, C, H, W of every batch the model will see. The fused ops build their cuDNN graphs per shape
-  // on first use (the graph step's eager warm-up), so this is informational today.
+  // N, C, H, W of the batches the model will see. On a GPU, every batch norm's shape at this
+  // batch is checked against cuDNN before the first step (shapes it refuses run unfused, and the
+  // outcome says so); empty: shapes are met, and refused, in the first step.
   std::vector<std::int64_t> input_shape;
 };
 
@@ -37,10 +38,27 @@ inline constexpr const char* fusion_bn_relu = "batch norm + ReLU";
 inline constexpr const char* fusion_bn_add_relu = "batch norm + add + ReLU";
 inline constexpr const char* fusion_downsample_bn = "downsample batch norm";
 
+// One batch-norm call of the model's forward: which fusion it would be, the module, and its
+// input's N, C, H, W.
+enum class batch_norm_kind { bn_relu, bn_add_relu, plain };
+struct batch_norm_site {
+  batch_norm_kind kind = batch_norm_kind::plain;
+  torch::nn::BatchNorm2dImpl* bn = nullptr;
+  std::vector<std::int64_t> shape;
+};
+
+// Every batch-norm call of one forward at input_shape (N, C, H, W), in call order. The model runs
+// once in eval mode on a single zero image (no shape but N depends on the batch; N is then set to
+// input_shape's), without cuDNN's benchmark search, and is left as it was: its mode, weights,
+// statistics and batch-norm ops.
+std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<std::int64_t>& input_shape);
+
 // Switches the model's batch norms (with their ReLU, and with the residual add) to fused ops
 // where this device and dtype have them. On a GPU each fusion is first built, run once on a small
 // problem and held against the reference; a fusion that cannot be built there or that differs
-// keeps the unfused ops, and `ineffective` says why. Call it after the model is on its device
+// keeps the unfused ops, and `ineffective` says why. With request.input_shape, each batch norm's
+// shape is then checked against cuDNN: a fusion cuDNN refuses for some shapes runs unfused there
+// (`applied` says how many, `ineffective` names them), for all of them is ineffective. Call it after the model is on its device
 // and in its memory format, before the first step (and so before any CUDA graph capture).
 fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request);
 

@@ -25,6 +25,7 @@ class resnet_impl : public torch::nn::Module {
   // Every block's "batch norm, ReLU" and "batch norm, add, ReLU" (and the stem's) run through
   // `ops` from now on; the unfused ops until then.
   void set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops);
+  const std::shared_ptr<batch_norm_ops>& batch_norm_ops_in_use() const { return ops_; }
 
  private:
   std::shared_ptr<batch_norm_ops> ops_ = unfused_batch_norm_ops();
