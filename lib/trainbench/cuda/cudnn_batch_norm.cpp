@@ -69,8 +69,14 @@ fe::DataType_t fe_type(at::ScalarType t) {
   }
 }
 
+// What cuDNN answers when it does not take a graph: only this is remembered as a shape's refusal
+// (graph_cache::refusal); any other error (out of memory, a driver error) goes on up.
+struct cudnn_refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 void check(fe::error_t status, const char* what) {
-  if (status.is_bad()) throw std::runtime_error(std::string("cuDNN ") + what + ": " + status.get_message());
+  if (status.is_bad()) throw cudnn_refused(std::string("cuDNN ") + what + ": " + status.get_message());
 }
 
 // One graph per problem: the handle is part of the key because a plan is executed with the handle
@@ -103,14 +109,12 @@ attr per_channel(fe::graph::Graph& g, const char* name, const graph_key& k) {
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-// plans false: only as far as cuDNN's support check (whether an engine takes the graph), without
-// compiling a plan.
-void build(fe::graph::Graph& g, cudnnHandle_t handle, bool plans = true) {
+void build(fe::graph::Graph& g, cudnnHandle_t handle) {
   check(g.validate(), "validate");
   check(g.build_operation_graph(handle), "build_operation_graph");
   check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
   check(g.check_support(handle), "check_support");
-  if (plans) check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+  check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
 }
 
 void start_graph(fe::graph::Graph& g, const graph_key& k) {
@@ -180,7 +184,7 @@ struct backward_graph {
   std::int64_t workspace = 0;
 };
 
-std::unique_ptr<backward_graph> make_backward(const graph_key& k, bool plans = true) {
+std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
   auto b = std::make_unique<backward_graph>();
   auto& g = b->graph;
   start_graph(g, k);
@@ -208,8 +212,8 @@ std::unique_ptr<backward_graph> make_backward(const graph_key& k, bool plans = t
   b->dx = dx;
   b->dscale = dscale;
   b->dbias = dbias;
-  build(g, k.handle, plans);
-  if (plans) check(g.get_workspace_size(b->workspace), "get_workspace_size");
+  build(g, k.handle);
+  check(g.get_workspace_size(b->workspace), "get_workspace_size");
   return b;
 }
 
@@ -244,12 +248,13 @@ class graph_cache {
     return *cache;
   }
   const forward_graph& forward(const graph_key& k) { return get(forward_, k, make_forward); }
-  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward_plans); }
+  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
 
-  // "" where cuDNN takes this fusion for k's shape, else why not. cuDNN supports a graph or not
-  // for its shape, whatever the handle: so it is decided once per shape, by building the forward
-  // graph with this thread's handle (the plan a first step would build) and checking the
-  // backward's support (autograd's thread builds that plan with its own handle on first use).
+  // "" where cuDNN takes this fusion for k's shape, else why not. cuDNN takes a graph or not for
+  // its shape, whatever the handle: so it is decided once per shape, by building the forward and
+  // the backward graph's plans with this thread's handle (the forward's is the one a first step
+  // uses; autograd's thread builds its own backward plan on first use). Its support check alone
+  // would not do: from cuDNN 9.2 it checks an engine's memory needs, not that its plan builds.
   // A refusal is remembered and logged once; the ops run that shape unfused.
   std::string refusal(const graph_key& k) {
     graph_key shape = k;
@@ -263,8 +268,8 @@ class graph_cache {
     std::string why;
     try {
       forward(k);
-      make_backward(backward_key(k), false);
-    } catch (const std::exception& e) {
+      backward(backward_key(k));
+    } catch (const cudnn_refused& e) {
       why = first_line(e.what());
     }
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -276,8 +281,6 @@ class graph_cache {
   }
 
  private:
-  static std::unique_ptr<backward_graph> make_backward_plans(const graph_key& k) { return make_backward(k, true); }
-
   static void not_capturing(const graph_key& k) {
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) return;
     throw std::runtime_error("fused batch norm: a new shape " + shape_text(k) +
@@ -470,9 +473,10 @@ class cudnn_ops final : public batch_norm_ops {
   bool takes(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x) const {
     return fusable(bn) && x.dim() == 4 && x.device() == device_ && x.scalar_type() == dtype_ &&
            bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
-           bn.running_var.scalar_type() == at::kFloat && x.numel() < std::numeric_limits<std::int32_t>::max();
+           bn.running_var.scalar_type() == at::kFloat && cudnn_batch_norm_fits(x.numel());
   }
   static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add) {
+    const c10::cuda::CUDAGuard guard(x.device());  // the handle and the capture check are the device's
     return graph_cache::instance().refusal(key_of(x, relu, add, bn.options.eps(), *bn.options.momentum())).empty();
   }
   c10::Device device_;
@@ -587,16 +591,16 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
                                      bool relu, bool add) {
   TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_refusal: expected N, C, H, W");
   TORCH_CHECK(relu || !add, "fused batch norm: the residual add comes with the ReLU");
+  const c10::cuda::CUDAGuard guard(bn.weight.device());
   try {
-    const c10::cuda::CUDAGuard guard(bn.weight.device());
     fe_type(dtype);
     load_cudnn();
-    const graph_key k{at::native::getCudnnHandle(), dtype, relu, add, nchw[0], nchw[1], nchw[2], nchw[3],
-                      bn.options.eps(), *bn.options.momentum()};
-    return graph_cache::instance().refusal(k);
-  } catch (const std::exception& e) {
+  } catch (const std::runtime_error& e) {
     return first_line(e.what());
   }
+  const graph_key k{at::native::getCudnnHandle(), dtype, relu, add, nchw[0], nchw[1], nchw[2], nchw[3],
+                    bn.options.eps(), *bn.options.momentum()};
+  return graph_cache::instance().refusal(k);
 }
 
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,

@@ -13,6 +13,8 @@
 #include <c10/core/ScalarType.h>
 #include <torch/nn/modules/batchnorm.h>
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -47,12 +49,17 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::ScalarType dtype,
                                                      const cudnn_fusion_probe& probe);
 
+// Whether the fused ops take an activation of this many elements (cuDNN's graphs are driven with
+// 32-bit element counts here); larger ones run unfused.
+inline bool cudnn_batch_norm_fits(std::int64_t numel) { return numel < std::numeric_limits<std::int32_t>::max(); }
+
 // "" where cuDNN takes this fusion (relu; add, with relu; neither: the plain batch norm) for bn with
 // an input of shape N, C, H, W in dtype, else why not. The probe checks one small shape; an
 // engine may still refuse another (a 1x1 map, a large batch). Decided once per shape and
-// remembered: it builds the forward graph (kept for the first step) and checks the backward's
-// support; the ops cudnn_batch_norm_ops makes run a refused shape unfused, and ask this themselves
-// for a shape met first in a step. Not during a CUDA graph capture.
+// remembered: it builds the forward and the backward graph (kept); the ops cudnn_batch_norm_ops
+// makes run a refused shape unfused, and ask this themselves for a shape met first in a step.
+// Errors other than cuDNN's refusal (out of memory, a driver error) are thrown, not remembered.
+// Not during a CUDA graph capture.
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add);
 

@@ -1,6 +1,5 @@
 #include "trainbench/model/fusion.hpp"
 
-#include <ATen/Context.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/ScalarType.h>
 #include <torch/utils.h>
@@ -74,7 +73,9 @@ shape_check check_shapes(resnet& model, const std::vector<std::int64_t>& input_s
   std::set<std::tuple<int, std::vector<std::int64_t>, double, double>> seen;
   for (const batch_norm_site& s : batch_norm_sites(model, input_shape)) {
     const int k = static_cast<int>(s.kind);
-    if (!checks[k]->works || !fusable(*s.bn)) continue;
+    std::int64_t numel = 1;
+    for (std::int64_t d : s.shape) numel *= d;
+    if (!checks[k]->works || !fusable(*s.bn) || !cudnn_batch_norm_fits(numel)) continue;  // the ops run it unfused
     if (!seen.emplace(k, s.shape, s.bn->options.eps(), *s.bn->options.momentum()).second) continue;
     ++out.shapes[k];
     const std::string why = cudnn_batch_norm_refusal(*s.bn, s.shape, dtype, s.kind != batch_norm_kind::plain,
@@ -92,16 +93,13 @@ std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<s
   TB_ASSERT(!params.empty(), "batch_norm_sites: the model has no parameters");
   const std::shared_ptr<batch_norm_ops> before = model->batch_norm_ops_in_use();
   const bool training = model->is_training();
-  const bool benchmark = at::globalContext().benchmarkCuDNN();
   auto recorder = std::make_shared<recording_ops>();
   auto restore = [&] {
     model->set_batch_norm_ops(before);
     model->train(training);
-    at::globalContext().setBenchmarkCuDNN(benchmark);
   };
   model->set_batch_norm_ops(recorder);
   model->eval();  // the running statistics stay as they are
-  at::globalContext().setBenchmarkCuDNN(false);
   try {
     const torch::NoGradGuard no_grad;
     const at::Tensor x = at::zeros({1, input_shape[1], input_shape[2], input_shape[3]}, params.front().options());

@@ -48,9 +48,10 @@ struct batch_norm_site {
 };
 
 // Every batch-norm call of one forward at input_shape (N, C, H, W), in call order. The model runs
-// once in eval mode on a single zero image (no shape but N depends on the batch; N is then set to
-// input_shape's), without cuDNN's benchmark search, and is left as it was: its mode, weights,
-// statistics and batch-norm ops.
+// once in eval mode, without gradients, on a single zero image (no shape but N depends on the
+// batch; N is then set to input_shape's), and is left as it was: its mode, weights, statistics and
+// batch-norm ops. cuDNN's settings are left alone too: with its benchmark on, the one-image
+// convolutions are timed as any other shape would be.
 std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<std::int64_t>& input_shape);
 
 // Switches the model's batch norms (with their ReLU, and with the residual add) to fused ops
