@@ -1,8 +1,12 @@
 // What a new user trips over on the tour: quiet output, unwritable folders, misspelt commands,
 // several mistakes in one file, relative paths, CPU-only pitfalls, and what a report claims.
+#include <algorithm>
+#include <cctype>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "helpers.hpp"
 
@@ -202,6 +206,30 @@ TEST_CASE("gpu-check.sh takes the project's Python by default, and names the mod
   CHECK(own.output.find("python: " + (dir / "venv/bin/python").string()) != std::string::npos);
   CHECK(own.output.find("lacks") == std::string::npos);
   CHECK(own.output.find("no prebuilt binaries") != std::string::npos);
+}
+
+// The kit gives the cases this file names their own caps; a name that matches no case (a renamed
+// test) would silently leave that case at the default 30 s.
+TEST_CASE("gpu-tests-budget.txt names [gpu] test cases that exist, each with a cap in seconds") {
+  std::set<std::string> gpu;
+  for (const auto& t : Catch::getRegistryHub().getTestCaseRegistry().getAllTests())
+    if (std::find(t.tags.begin(), t.tags.end(), "gpu") != t.tags.end()) gpu.insert(t.name);
+  REQUIRE(!gpu.empty());
+  std::ifstream in(tbtest::source_dir() / "scripts/gpu-tests-budget.txt");
+  REQUIRE(in);
+  int listed = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    INFO(line);
+    const auto tab = line.find('\t');
+    REQUIRE(tab != std::string::npos);
+    const std::string secs = line.substr(0, tab), name = line.substr(tab + 1);
+    CHECK(!secs.empty());
+    CHECK(std::all_of(secs.begin(), secs.end(), [](unsigned char c) { return std::isdigit(c) != 0; }));
+    CHECK(gpu.count(name) == 1);
+    ++listed;
+  }
+  CHECK(listed > 0);
 }
 
 // A reader gone before the last write: the summary's write fails with EPIPE and the run still
