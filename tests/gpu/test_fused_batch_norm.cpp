@@ -154,13 +154,18 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
                      << " batch variance into the running variance (batch norm + ReLU), the "
                      << kind(probe.bn_add_relu) << " one (+ add + ReLU), the " << kind(probe.batch_norm)
                      << " one (plain)");
+    auto form = [](const cudnn_fusion_check& c) { return c.relu_from_output ? "from the output" : "a bit mask"; };
+    WARN(name(dtype) << ": the ReLU's gradient: " << form(probe.bn_relu) << " (batch norm + ReLU), "
+                     << form(probe.bn_add_relu) << " (+ add + ReLU); the mask's refusal, where it was: "
+                     << probe.bn_relu.why << " / " << probe.bn_add_relu.why);
     for (const int variant : {0, 1, 2}) {  // + ReLU, + add + ReLU, plain
       const bool add = variant == 1, plain = variant == 2;
       const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
       if (!check.works) continue;
-      const bool unbias = check.unbias;
-      auto fused_op = [unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
-        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias);
+      const bool unbias = check.unbias, from_output = check.relu_from_output;
+      auto fused_op = [unbias, plain, from_output](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                                   const at::Tensor& r) {
+        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias, from_output);
       };
       auto reference_op = [plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
         return plain ? reference_batch_norm(bn, x) : reference_batch_norm_relu(bn, x, r);
@@ -183,6 +188,46 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
   }
 }
 
+TEST_CASE("fused batch norm on the GPU: both forms of the ReLU's gradient, bit mask and saved output, match the reference where cuDNN builds them",
+          "[gpu]") {
+  require_cuda();
+  int built = 0;
+  for (const auto dtype : {at::kHalf, at::kBFloat16})
+    for (const bool add : {false, true})
+      for (const bool from_output : {false, true}) {
+        INFO(name(dtype) << (add ? " with add" : " no add") << (from_output ? ", from the output" : ", bit mask"));
+        const batch_norm_problem p = make_batch_norm_problem({16, 64, 28, 28}, dtype, add, 7, gpu);
+        torch::nn::BatchNorm2d shape_of = module(p);
+        const std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, true, add, from_output);
+        if (!refused.empty()) {
+          WARN(name(dtype) << (add ? " + add + ReLU" : " + ReLU") << (from_output ? ", from the output" : ", bit mask")
+                           << ": cuDNN refuses it: " << refused);
+          continue;
+        }
+        ++built;
+        // Which batch variance the graph's running variance holds, as the probe finds it.
+        bool unbias = false;
+        {
+          torch::nn::BatchNorm2d bn = module(p);
+          const at::Tensor before = bn->running_var.clone();
+          const at::NoGradGuard no_grad;
+          cudnn_batch_norm_relu(*bn, p.x, add ? p.residual : at::Tensor(), false, from_output);
+          const running_var_kind k = classify_running_var(bn->running_var, before, p.x, 0.1);
+          REQUIRE(k != running_var_kind::neither);
+          unbias = k == running_var_kind::biased;
+        }
+        const result fused = run(p, add, [&](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+          return cudnn_batch_norm_relu(bn, x, r, unbias, from_output);
+        });
+        const result ref = run(p, add, [](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+          return reference_batch_norm_relu(bn, x, r);
+        });
+        check_against(fused, ref, dtype, add);
+      }
+  // The compile rung needs one form of each fusion; the probe picks it.
+  CHECK(built > 0);
+}
+
 TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
@@ -192,20 +237,27 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
       const bool add = variant == 1, plain = variant == 2;
       INFO(name(dtype) << (plain ? " plain" : add ? " with add" : " no add")
                        << (unbias ? ", running variance corrected" : ""));
-      auto fused_op = [unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
-        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias);
-      };
       const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
+      // With ReLU, the form cuDNN builds for this shape: the bit mask, else the saved output.
+      bool from_output = false;
       {
         torch::nn::BatchNorm2d shape_of = module(p);
-        const std::string refused =
-            cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add);
+        std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add);
         if (plain && !refused.empty()) {
           WARN("the plain fused batch norm is refused for this shape: " << refused);
           continue;
         }
-        REQUIRE(refused.empty());
+        if (!refused.empty()) {
+          from_output = true;
+          refused += "; from the output: " + cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, true, add, true);
+          INFO(refused);
+          REQUIRE(cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, true, add, true).empty());
+        }
       }
+      auto fused_op = [unbias, plain, from_output](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                                   const at::Tensor& r) {
+        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias, from_output);
+      };
       const result eager = run(p, add, fused_op);
       // Warm-up on a side stream builds the graphs for this shape (on this thread's and autograd's
       // cuDNN handles), on a module of its own so the captured one starts as the eager one did.

@@ -85,10 +85,14 @@ struct graph_key {
   cudnnHandle_t handle;
   at::ScalarType dtype;
   bool relu, add;  // add only with relu; neither: the plain batch norm
+  // With relu, how the backward gets the ReLU's gradient: from a bit mask the forward writes
+  // (true), or from the forward's output, saved (false; the forward writes no mask).
+  bool mask;
   std::int64_t n, c, h, w;
   double eps, momentum;
   auto tied() const {
-    return std::make_tuple(reinterpret_cast<std::uintptr_t>(handle), dtype, relu, add, n, c, h, w, eps, momentum);
+    return std::make_tuple(reinterpret_cast<std::uintptr_t>(handle), dtype, relu, add, mask, n, c, h, w, eps,
+                           momentum);
   }
   bool operator<(const graph_key& o) const { return tied() < o.tied(); }
 };
@@ -123,8 +127,9 @@ void start_graph(fe::graph::Graph& g, const graph_key& k) {
       .set_compute_data_type(fe::DataType_t::FLOAT);
 }
 
-// BnAddRelu: y = relu(bn(x) [+ residual]), mask = y > 0 (a bit per element), the batch mean and
-// inverse standard deviation, and the next running statistics. Without relu: y = bn(x), no mask.
+// BnAddRelu: y = relu(bn(x) [+ residual]), mask = y > 0 (a bit per element; only in the mask form),
+// the batch mean and inverse standard deviation, and the next running statistics. Without relu:
+// y = bn(x), no mask.
 struct forward_graph {
   fe::graph::Graph graph;
   attr x, scale, bias, residual, prev_mean, prev_var, y, mask, mean, inv_var, next_mean, next_var;
@@ -165,6 +170,11 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
   }
   f->y = g.pointwise(pre, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
   f->y->set_output(true).set_data_type(io);
+  if (!k.mask) {  // the C++ samples' "SGBN Add Relu": the backward reads y instead
+    build(g, k.handle);
+    check(g.get_workspace_size(f->workspace), "get_workspace_size");
+    return f;
+  }
   attr zero = g.tensor(fe::graph::Tensor_attributes(0.0f));
   f->mask = g.pointwise(f->y, zero,
                         fe::graph::Pointwise_attributes()
@@ -176,11 +186,12 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
   return f;
 }
 
-// DReluForkDBn: g = dy * mask (the residual's gradient, with add), then batch norm's backward.
-// Without relu: batch norm's backward of dy.
+// DReluForkDBn: g = dy * mask, or relu_backward(dy, y) from the forward's output in the other
+// form (the residual's gradient, with add), then batch norm's backward. Without relu: batch norm's
+// backward of dy.
 struct backward_graph {
   fe::graph::Graph graph;
-  attr dy, mask, x, scale, mean, inv_var, dx, dscale, dbias, d_residual;
+  attr dy, mask, y, x, scale, mean, inv_var, dx, dscale, dbias, d_residual;
   std::int64_t workspace = 0;
 };
 
@@ -191,9 +202,13 @@ std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
   const fe::DataType_t io = fe_type(k.dtype);
   b->dy = activation(g, "dy", k, io);
   attr d_relu = b->dy;
-  if (k.relu) {
+  if (k.relu && k.mask) {
     b->mask = activation(g, "mask", k, fe::DataType_t::BOOLEAN);
     d_relu = g.pointwise(b->dy, b->mask, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
+    d_relu->set_data_type(io);
+  } else if (k.relu) {
+    b->y = activation(g, "y", k, io);
+    d_relu = g.pointwise(b->dy, b->y, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_BWD));
     d_relu->set_data_type(io);
   }
   if (k.add) {
@@ -228,8 +243,10 @@ std::string shape_text(const graph_key& k) {
   return os.str();
 }
 
-const char* fusion_text(const graph_key& k) {
-  return k.add ? "batch norm + add + ReLU" : k.relu ? "batch norm + ReLU" : "batch norm";
+std::string fusion_text(const graph_key& k) {
+  if (!k.relu) return "batch norm";
+  return std::string(k.add ? "batch norm + add + ReLU" : "batch norm + ReLU") +
+         (k.mask ? " (bit mask)" : " (ReLU's gradient from its output)");
 }
 
 // The backward's graph of a forward's key: it does not depend on eps or momentum.
@@ -275,7 +292,7 @@ class graph_cache {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto [it, added] = decided_.emplace(shape, why);
     if (added && !why.empty())
-      log_warn(std::string("fused batch norm: cuDNN refuses ") + fusion_text(k) + " for " + shape_text(k) + " in " +
+      log_warn("fused batch norm: cuDNN refuses " + fusion_text(k) + " for " + shape_text(k) + " in " +
                c10::toString(k.dtype) + " (" + why + "); batch norms of that shape run unfused");
     return it->second;
   }
@@ -301,9 +318,9 @@ class graph_cache {
   std::map<graph_key, std::string> decided_;  // by shape (no handle): "" or cuDNN's refusal
 };
 
-graph_key key_of(const at::Tensor& x, bool relu, bool add, double eps, double momentum) {
-  return {at::native::getCudnnHandle(), x.scalar_type(), relu, add, x.size(0), x.size(1), x.size(2), x.size(3),
-          eps, momentum};
+graph_key key_of(const at::Tensor& x, bool relu, bool add, bool mask, double eps, double momentum) {
+  return {at::native::getCudnnHandle(), x.scalar_type(), relu, add, relu && mask, x.size(0), x.size(1), x.size(2),
+          x.size(3), eps, momentum};
 }
 
 // On the current stream, with workspace from the caching allocator (a graph's pool in capture).
@@ -328,17 +345,18 @@ using torch::autograd::variable_list;
 
 at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
                          const at::Tensor& bias, const at::Tensor& residual_in, const at::Tensor& running_mean,
-                         const at::Tensor& running_var, double eps, double momentum, bool relu, bool unbias) {
+                         const at::Tensor& running_var, double eps, double momentum, bool relu, bool mask_form,
+                         bool unbias) {
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = nhwc(x_in);
   const bool add = residual_in.defined();
   TORCH_CHECK(relu || !add, "fused batch norm: the residual add comes with the ReLU");
   const at::Tensor residual = add ? nhwc(residual_in.to(x.scalar_type())) : at::Tensor();
-  const graph_key k = key_of(x, relu, add, eps, momentum);
+  const graph_key k = key_of(x, relu, add, mask_form, eps, momentum);
   const forward_graph& g = graph_cache::instance().forward(k);
   const auto f32 = x.options().dtype(at::kFloat);
   at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
-  at::Tensor mask = relu ? at::empty({mask_bytes(x.numel())}, x.options().dtype(at::kByte)) : at::Tensor();
+  at::Tensor mask = k.mask ? at::empty({mask_bytes(x.numel())}, x.options().dtype(at::kByte)) : at::Tensor();
   at::Tensor mean = at::empty({k.c}, f32), inv_var = at::empty({k.c}, f32);
   at::Tensor next_mean = at::empty({k.c}, f32), next_var = at::empty({k.c}, f32);
   const at::Tensor w = weight.contiguous(), b = bias.contiguous();
@@ -347,7 +365,7 @@ at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at:
       {g.prev_mean, running_mean.data_ptr()}, {g.prev_var, running_var.data_ptr()}, {g.y, y.data_ptr()},
       {g.mean, mean.data_ptr()},     {g.inv_var, inv_var.data_ptr()},
       {g.next_mean, next_mean.data_ptr()},    {g.next_var, next_var.data_ptr()}};
-  if (relu) pack[g.mask] = mask.data_ptr();
+  if (k.mask) pack[g.mask] = mask.data_ptr();
   if (add) pack[g.residual] = residual.data_ptr();
   run(g.graph, k.handle, g.workspace, pack, x);
   // Written beside, then copied: the graph reads the previous statistics while it writes the next.
@@ -356,40 +374,49 @@ at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x_in, const at:
     unbias_running_var(running_var, next_var, inv_var, eps, momentum, k.n * k.h * k.w);
   else
     running_var.copy_(next_var);
-  ctx->save_for_backward({x, weight});
+  // The output form keeps y itself (the next convolution keeps it alive anyway; saved as this
+  // Function's output, autograd holds no extra reference cycle).
+  if (relu && !k.mask)
+    ctx->save_for_backward({x, weight, y});
+  else
+    ctx->save_for_backward({x, weight});
   ctx->saved_data["mean"] = mean;
   ctx->saved_data["inv_var"] = inv_var;
-  if (relu) ctx->saved_data["mask"] = mask;
+  ctx->saved_data["mask_form"] = k.mask;
+  if (k.mask) ctx->saved_data["mask"] = mask;
   return y;
 }
 
-variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, bool relu, bool add) {
+// inputs: how many arguments the Function's forward takes, tensors or not.
+variable_list fused_backward(AutogradContext* ctx, const variable_list& grads, bool relu, bool add,
+                             std::size_t inputs) {
   const variable_list saved = ctx->get_saved_variables();
   const at::Tensor& x = saved[0];
   const at::Tensor& weight = saved[1];
-  const std::size_t inputs = add ? 9 : 8;  // forward's arguments, tensors or not
   if (!grads[0].defined()) return variable_list(inputs);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor dy = nhwc(grads[0].to(x.scalar_type()));
-  const graph_key k = backward_key(key_of(x, relu, add, 0.0, 0.0));
+  const bool mask_form = ctx->saved_data["mask_form"].toBool();
+  const graph_key k = backward_key(key_of(x, relu, add, mask_form, 0.0, 0.0));
   const backward_graph& g = graph_cache::instance().backward(k);
   const auto f32 = x.options().dtype(at::kFloat);
   at::Tensor dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
   at::Tensor dscale = at::empty({k.c}, f32), dbias = at::empty({k.c}, f32);
   at::Tensor d_residual = add ? at::empty_like(x, at::MemoryFormat::ChannelsLast) : at::Tensor();
   const at::Tensor mean = ctx->saved_data["mean"].toTensor(), inv_var = ctx->saved_data["inv_var"].toTensor();
-  const at::Tensor mask = relu ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+  const at::Tensor mask = k.mask ? ctx->saved_data["mask"].toTensor() : at::Tensor();
   const at::Tensor w = weight.contiguous();
   std::unordered_map<attr, void*> pack = {
       {g.dy, dy.data_ptr()},     {g.x, x.data_ptr()},
       {g.scale, w.data_ptr()},   {g.mean, mean.data_ptr()},       {g.inv_var, inv_var.data_ptr()},
       {g.dx, dx.data_ptr()},     {g.dscale, dscale.data_ptr()},   {g.dbias, dbias.data_ptr()}};
-  if (relu) pack[g.mask] = mask.data_ptr();
+  if (k.mask) pack[g.mask] = mask.data_ptr();
+  if (relu && !k.mask) pack[g.y] = saved[2].data_ptr();
   if (add) pack[g.d_residual] = d_residual.data_ptr();
   run(g.graph, k.handle, g.workspace, pack, x);
   variable_list out = {dx, dscale, dbias};
   if (add) out.push_back(d_residual);
-  out.resize(inputs);  // running_mean, running_var, eps, momentum, unbias: no gradient
+  out.resize(inputs);  // running_mean, running_var, eps, momentum, the flags: no gradient
   return out;
 }
 
@@ -397,11 +424,12 @@ class bn_relu_function : public torch::autograd::Function<bn_relu_function> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                            double eps, double momentum, bool unbias) {
-    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, true, unbias);
+                            double eps, double momentum, bool mask_form, bool unbias) {
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, true,
+                         mask_form, unbias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return fused_backward(ctx, grads, true, false);
+    return fused_backward(ctx, grads, true, false, 9);
   }
 };
 
@@ -410,10 +438,11 @@ class bn_function : public torch::autograd::Function<bn_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
                             double eps, double momentum, bool unbias) {
-    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, false, unbias);
+    return fused_forward(ctx, x, weight, bias, at::Tensor(), running_mean, running_var, eps, momentum, false, false,
+                         unbias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return fused_backward(ctx, grads, false, false);
+    return fused_backward(ctx, grads, false, false, 8);
   }
 };
 
@@ -421,17 +450,20 @@ class bn_add_relu_function : public torch::autograd::Function<bn_add_relu_functi
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& residual, const at::Tensor& running_mean,
-                            const at::Tensor& running_var, double eps, double momentum, bool unbias) {
-    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum, true, unbias);
+                            const at::Tensor& running_var, double eps, double momentum, bool mask_form,
+                            bool unbias) {
+    return fused_forward(ctx, x, weight, bias, residual, running_mean, running_var, eps, momentum, true, mask_form,
+                         unbias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return fused_backward(ctx, grads, true, true);
+    return fused_backward(ctx, grads, true, true, 10);
   }
 };
 
-// relu(bn(x) [+ residual]), or bn(x) alone without relu.
+// relu(bn(x) [+ residual]), or bn(x) alone without relu. mask_form: with relu, the backward takes
+// the ReLU's gradient from a bit mask (else from the saved output).
 at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
-                      bool unbias) {
+                      bool mask_form, bool unbias) {
   TORCH_CHECK(relu || !residual.defined(), "fused batch norm: the residual add comes with the ReLU");
   const double eps = bn.options.eps(), momentum = *bn.options.momentum();
   at::Tensor y;
@@ -439,9 +471,10 @@ at::Tensor fused_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const
     y = bn_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum, unbias);
   else if (residual.defined())
     y = bn_add_relu_function::apply(x, bn.weight, bn.bias, residual, bn.running_mean, bn.running_var, eps, momentum,
-                                    unbias);
+                                    mask_form, unbias);
   else
-    y = bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum, unbias);
+    y = bn_relu_function::apply(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, eps, momentum, mask_form,
+                                unbias);
   {
     at::NoGradGuard no_grad;
     bn.num_batches_tracked.add_(1);
@@ -454,19 +487,21 @@ class cudnn_ops final : public batch_norm_ops {
   cudnn_ops(c10::Device device, at::ScalarType dtype, const cudnn_fusion_probe& probe)
       : device_(device), dtype_(dtype), probe_(probe) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.bn_relu.works || !takes(bn, x) || !builds(bn, x, true, false)) return bn.forward(x).relu_();
-    return fused_call(bn, x, at::Tensor(), true, probe_.bn_relu.unbias);
+    const cudnn_fusion_check& c = probe_.bn_relu;
+    if (!c.works || !takes(bn, x) || !builds(bn, x, true, false, !c.relu_from_output)) return bn.forward(x).relu_();
+    return fused_call(bn, x, at::Tensor(), true, !c.relu_from_output, c.unbias);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& residual) override {
-    if (!probe_.bn_add_relu.works || !takes(bn, x) || residual.sizes() != x.sizes() ||
-        residual.device() != x.device() || !builds(bn, x, true, true))
+    const cudnn_fusion_check& c = probe_.bn_add_relu;
+    if (!c.works || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device() ||
+        !builds(bn, x, true, true, !c.relu_from_output))
       return bn.forward(x).add_(residual).relu_();
-    return fused_call(bn, x, residual, true, probe_.bn_add_relu.unbias);
+    return fused_call(bn, x, residual, true, !c.relu_from_output, c.unbias);
   }
   torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.batch_norm.works || !takes(bn, x) || !builds(bn, x, false, false)) return bn.forward(x);
-    return fused_call(bn, x, at::Tensor(), false, probe_.batch_norm.unbias);
+    if (!probe_.batch_norm.works || !takes(bn, x) || !builds(bn, x, false, false, false)) return bn.forward(x);
+    return fused_call(bn, x, at::Tensor(), false, false, probe_.batch_norm.unbias);
   }
 
  private:
@@ -475,9 +510,11 @@ class cudnn_ops final : public batch_norm_ops {
            bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
            bn.running_var.scalar_type() == at::kFloat && cudnn_batch_norm_fits(x.numel());
   }
-  static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add) {
+  static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add, bool mask) {
     const c10::cuda::CUDAGuard guard(x.device());  // the handle and the capture check are the device's
-    return graph_cache::instance().refusal(key_of(x, relu, add, bn.options.eps(), *bn.options.momentum())).empty();
+    return graph_cache::instance()
+        .refusal(key_of(x, relu, add, mask, bn.options.eps(), *bn.options.momentum()))
+        .empty();
   }
   c10::Device device_;
   at::ScalarType dtype_;
@@ -498,7 +535,8 @@ std::string differs(const char* what, const at::Tensor& a, const at::Tensor& b, 
 // variance the graph's running variance holds, from a forward call (`unbias` where it is the biased
 // one), then the whole call with that correction: outputs, gradients and statistics within the
 // dtype's tolerance, and the running variance as PyTorch's, tightly.
-std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool add, bool& unbias) {
+std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool add, bool mask_form,
+                      bool& unbias) {
   const at::AutoGradMode grad_mode(true);
   const c10::cuda::CUDAGuard guard(device);
   const batch_norm_problem p = make_batch_norm_problem({4, 64, 8, 8}, dtype, add, 1234, device);
@@ -516,7 +554,7 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool 
     torch::nn::BatchNorm2d bn = module();
     const at::Tensor before = bn->running_var.clone();
     const at::NoGradGuard no_grad;
-    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), relu, false);
+    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), relu, mask_form, false);
     const running_var_kind kind = classify_running_var(bn->running_var, before, p.x, momentum);
     if (kind == running_var_kind::neither) return std::string("running_var holds ") + running_var_kind_name(kind);
     unbias = kind == running_var_kind::biased;
@@ -526,7 +564,7 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool 
   const at::Tensor xf = p.x.detach().requires_grad_(), xr = p.x.detach().requires_grad_();
   const at::Tensor rf = add ? p.residual.detach().requires_grad_() : at::Tensor();
   const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
-  const at::Tensor yf = fused_call(*fused, xf, rf, relu, unbias);
+  const at::Tensor yf = fused_call(*fused, xf, rf, relu, mask_form, unbias);
   const at::Tensor yr = relu ? reference_batch_norm_relu(*reference, xr, rr) : reference_batch_norm(*reference, xr);
   yf.backward(p.dy);
   yr.backward(p.dy);
@@ -561,19 +599,30 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
     cudnn_fusion_check* check;
     bool relu, add;
   };
-  for (const kind k : {kind{&out.bn_relu, true, false}, kind{&out.bn_add_relu, true, true},
-                       kind{&out.batch_norm, false, false}}) {
-    std::string why;
-    bool unbias = false;
+  // "" where the form works, else why not.
+  auto attempt = [&](bool relu, bool add, bool mask_form, bool& unbias) {
     try {
       device = indexed(device);
       fe_type(dtype);
       load_cudnn();
       if (fe::detail::get_backend_version() < 90000) throw std::runtime_error("needs cuDNN 9 or newer");
-      const std::string mismatch = probe_one(device, dtype, k.relu, k.add, unbias);
-      if (!mismatch.empty()) why = "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
+      const std::string mismatch = probe_one(device, dtype, relu, add, mask_form, unbias);
+      return mismatch.empty() ? mismatch : "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
     } catch (const std::exception& e) {
-      why = first_line(e.what());
+      return first_line(e.what());
+    }
+  };
+  for (const kind k : {kind{&out.bn_relu, true, false}, kind{&out.bn_add_relu, true, true},
+                       kind{&out.batch_norm, false, false}}) {
+    bool unbias = false;
+    std::string why = attempt(k.relu, k.add, true, unbias);
+    // The bit mask's comparison is a form no C++ sample of NVIDIA's builds; its samples' forward
+    // writes no mask, and their backward can take the ReLU's gradient from its output instead.
+    if (!why.empty() && k.relu) {
+      const std::string other = attempt(k.relu, k.add, false, unbias);
+      k.check->relu_from_output = other.empty();
+      if (!other.empty()) why = "with a bit mask: " + why + "; from the output: " + other;
+      else why.clear();
     }
     k.check->works = why.empty();
     k.check->why = why;
@@ -588,7 +637,7 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::Sca
 }
 
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
-                                     bool relu, bool add) {
+                                     bool relu, bool add, bool relu_from_output) {
   TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_refusal: expected N, C, H, W");
   TORCH_CHECK(relu || !add, "fused batch norm: the residual add comes with the ReLU");
   const c10::cuda::CUDAGuard guard(bn.weight.device());
@@ -598,22 +647,22 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
   } catch (const std::runtime_error& e) {
     return first_line(e.what());
   }
-  const graph_key k{at::native::getCudnnHandle(), dtype, relu, add, nchw[0], nchw[1], nchw[2], nchw[3],
-                    bn.options.eps(), *bn.options.momentum()};
+  const graph_key k{at::native::getCudnnHandle(), dtype, relu, add, relu && !relu_from_output, nchw[0], nchw[1],
+                    nchw[2], nchw[3], bn.options.eps(), *bn.options.momentum()};
   return graph_cache::instance().refusal(k);
 }
 
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
-                                    const torch::Tensor& residual, bool unbias_running_var) {
+                                    const torch::Tensor& residual, bool unbias_running_var, bool relu_from_output) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
   TORCH_CHECK(fusable(bn), "cudnn_batch_norm_relu: the batch norm is not fusable (training mode, momentum set)");
-  return fused_call(bn, x, residual, true, unbias_running_var);
+  return fused_call(bn, x, residual, true, !relu_from_output, unbias_running_var);
 }
 
 torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, bool unbias_running_var) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm: expected a CUDA N,C,H,W tensor");
   TORCH_CHECK(fusable(bn), "cudnn_batch_norm: the batch norm is not fusable (training mode, momentum set)");
-  return fused_call(bn, x, at::Tensor(), false, unbias_running_var);
+  return fused_call(bn, x, at::Tensor(), false, false, unbias_running_var);
 }
 
 }  // namespace trainbench
@@ -636,10 +685,12 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   throw std::runtime_error(missing);
 }
-std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool) {
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
+                                     bool) {
   return missing;
 }
-torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool,
+                                    bool) {
   throw std::runtime_error(missing);
 }
 torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, bool) {

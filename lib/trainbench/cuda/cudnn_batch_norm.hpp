@@ -3,7 +3,9 @@
 // "BnAddRelu" and "DReluForkDBn" patterns NVIDIA's MLPerf ResNet runs): NHWC, fp16/bf16/fp32
 // activations, fp32 scale, bias and statistics. Forward: batch norm, [+ residual], ReLU, and a
 // bit mask of where the output is positive. Backward: the mask times dY (kept as the residual's
-// gradient where there is one), then batch norm's backward. The downsample branch's plain batch
+// gradient where there is one), then batch norm's backward. Where cuDNN refuses the mask, the
+// other form: the forward writes none, and the backward takes the ReLU's gradient from the saved
+// output (relu_backward(dY, y), as NVIDIA's samples do). The downsample branch's plain batch
 // norm runs the same graphs without the ReLU and the mask. One graph per shape, built on first
 // use (never during CUDA graph capture) and cached; a shape cuDNN refuses runs unfused. Without
 // a CUDA LibTorch, or without the frontend's headers at build time, the probe says why and
@@ -29,6 +31,10 @@ struct cudnn_fusion_check {
   // holds the unbiased one (classify_running_var; cuDNN's graph API documents neither). Where it
   // does, the ops correct it after each call (unbias_running_var).
   bool unbias = false;
+  // With ReLU: the backward takes the ReLU's gradient from the forward's output, saved, where
+  // cuDNN refuses (or gets wrong) the first form, a bit mask the forward writes. The probe tries the
+  // mask first, then this.
+  bool relu_from_output = false;
 };
 struct cudnn_fusion_probe {
   cudnn_fusion_check bn_relu, bn_add_relu, batch_norm;  // the last: plain, for the downsample branch
@@ -61,13 +67,15 @@ inline bool cudnn_batch_norm_fits(std::int64_t numel) { return numel < std::nume
 // Errors other than cuDNN's refusal (out of memory, a driver error) are thrown, not remembered.
 // Not during a CUDA graph capture.
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
-                                     bool relu, bool add);
+                                     bool relu, bool add, bool relu_from_output = false);
 
 // One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
 // x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined. unbias_running_var:
 // correct the graph's running variance as the ops do where the probe says it is biased.
+// relu_from_output: the second form (cudnn_fusion_check::relu_from_output).
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
-                                    const torch::Tensor& residual, bool unbias_running_var = false);
+                                    const torch::Tensor& residual, bool unbias_running_var = false,
+                                    bool relu_from_output = false);
 // bn(x) alone through the cuDNN graphs, for tests.
 torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                bool unbias_running_var = false);
