@@ -210,7 +210,7 @@ TEST_CASE("gpu-check.sh takes the project's Python by default, and names the mod
 
 // The kit gives the cases this file names their own caps; a name that matches no case (a renamed
 // test) would silently leave that case at the default 30 s.
-TEST_CASE("gpu-tests-budget.txt names [gpu] test cases that exist, each with a cap in seconds") {
+TEST_CASE("gpu-tests-budget.txt names GPU test cases that exist, each with a cap in seconds") {
   std::set<std::string> gpu;
   for (const auto& t : Catch::getRegistryHub().getTestCaseRegistry().getAllTests())
     if (std::find(t.tags.begin(), t.tags.end(), "gpu") != t.tags.end()) gpu.insert(t.name);

@@ -156,8 +156,8 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
                      << " one (plain)");
     auto form = [](const cudnn_fusion_check& c) { return c.relu_from_output ? "from the output" : "a bit mask"; };
     WARN(name(dtype) << ": the ReLU's gradient: " << form(probe.bn_relu) << " (batch norm + ReLU), "
-                     << form(probe.bn_add_relu) << " (+ add + ReLU); the mask's refusal, where it was: "
-                     << probe.bn_relu.why << " / " << probe.bn_add_relu.why);
+                     << form(probe.bn_add_relu) << " (+ add + ReLU); the mask's refusal, where it was: '"
+                     << probe.bn_relu.mask_refusal << "' / '" << probe.bn_add_relu.mask_refusal << "'");
     for (const int variant : {0, 1, 2}) {  // + ReLU, + add + ReLU, plain
       const bool add = variant == 1, plain = variant == 2;
       const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
@@ -191,9 +191,9 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
 TEST_CASE("fused batch norm on the GPU: both forms of the ReLU's gradient, bit mask and saved output, match the reference where cuDNN builds them",
           "[gpu]") {
   require_cuda();
-  int built = 0;
   for (const auto dtype : {at::kHalf, at::kBFloat16})
-    for (const bool add : {false, true})
+    for (const bool add : {false, true}) {
+      int built = 0;  // of the two forms: the compile rung needs one of each fusion
       for (const bool from_output : {false, true}) {
         INFO(name(dtype) << (add ? " with add" : " no add") << (from_output ? ", from the output" : ", bit mask"));
         const batch_norm_problem p = make_batch_norm_problem({16, 64, 28, 28}, dtype, add, 7, gpu);
@@ -224,13 +224,15 @@ TEST_CASE("fused batch norm on the GPU: both forms of the ReLU's gradient, bit m
         });
         check_against(fused, ref, dtype, add);
       }
-  // The compile rung needs one form of each fusion; the probe picks it.
-  CHECK(built > 0);
+      INFO(name(dtype) << (add ? " + add + ReLU" : " + ReLU"));
+      CHECK(built > 0);
+    }
 }
 
 TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA graph match the eager call", "[gpu]") {
   require_cuda();
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    const cudnn_fusion_probe probe = probe_cudnn_batch_norm(gpu, dtype);  // the form each fusion runs in
     for (const int variant : {0, 1, 2})  // + ReLU, + add + ReLU, plain
     for (const bool unbias : {false, true}) {
       // Both ways, whatever the probe finds: the running-variance correction is captured too.
@@ -238,21 +240,19 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
       INFO(name(dtype) << (plain ? " plain" : add ? " with add" : " no add")
                        << (unbias ? ", running variance corrected" : ""));
       const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
-      // With ReLU, the form cuDNN builds for this shape: the bit mask, else the saved output.
-      bool from_output = false;
+      // With ReLU, the form the probe chose, as the compile rung runs it.
+      const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
+      const bool from_output = check.relu_from_output;
       {
         torch::nn::BatchNorm2d shape_of = module(p);
-        std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add);
+        const std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add, from_output);
         if (plain && !refused.empty()) {
           WARN("the plain fused batch norm is refused for this shape: " << refused);
           continue;
         }
-        if (!refused.empty()) {
-          from_output = true;
-          refused += "; from the output: " + cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, true, add, true);
-          INFO(refused);
-          REQUIRE(cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, true, add, true).empty());
-        }
+        INFO("the probe: " << check.why);
+        REQUIRE(check.works);
+        REQUIRE(refused.empty());
       }
       auto fused_op = [unbias, plain, from_output](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
                                                    const at::Tensor& r) {

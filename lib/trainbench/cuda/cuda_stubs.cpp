@@ -36,7 +36,12 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   no_cuda();
 }
-torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
+                                     bool) {
+  return "this trainbench was built against a LibTorch without CUDA";
+}
+torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool,
+                                    bool) {
   no_cuda();
 }
 torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, bool) { no_cuda(); }

@@ -621,8 +621,12 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
     if (!why.empty() && k.relu) {
       const std::string other = attempt(k.relu, k.add, false, unbias);
       k.check->relu_from_output = other.empty();
-      if (!other.empty()) why = "with a bit mask: " + why + "; from the output: " + other;
-      else why.clear();
+      if (other.empty()) {
+        k.check->mask_refusal = why;
+        why.clear();
+      } else {
+        why = "with a bit mask: " + why + "; from the output: " + other;
+      }
     }
     k.check->works = why.empty();
     k.check->why = why;

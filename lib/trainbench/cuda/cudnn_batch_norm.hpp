@@ -35,6 +35,7 @@ struct cudnn_fusion_check {
   // cuDNN refuses (or gets wrong) the first form, a bit mask the forward writes. The probe tries the
   // mask first, then this.
   bool relu_from_output = false;
+  std::string mask_refusal;  // with relu_from_output: why the bit mask was not taken
 };
 struct cudnn_fusion_probe {
   cudnn_fusion_check bn_relu, bn_add_relu, batch_norm;  // the last: plain, for the downsample branch
