@@ -373,6 +373,22 @@ def decode_section(decode):
     return failures
 
 
+def compile_section(groups):
+    """What backend.compile ran in each rung that asked for it: effective.compile, in the order a step
+    meets the parts (the batch-norm fusions with the form cuDNN took), and its notes (what did not run,
+    shapes cuDNN refused)."""
+    rows = [(f"{part}/{n}", r.get("effective") or {}) for part, reports in groups for n, r in reports.items()
+            if (r.get("effective") or {}).get("compile")]
+    if not rows:
+        return
+    print("\n## What the compiled step ran\n")
+    for name, eff in rows:
+        print(f"- {name}: " + "; ".join(eff["compile"]))
+        for n in eff.get("notes", []):
+            if n.startswith("backend.compile: "):
+                print(f"  - not run: {n[len('backend.compile: '):]}")
+
+
 FAMILIES = ["convolution", "norm_activation", "optimizer", "other"]
 
 
@@ -501,6 +517,7 @@ def main():
     failures += decode_section(decode)
     imagenet_section(imagenet)
     resnet50_section(r50)
+    compile_section([("ladder", ladder), ("ladder-plus", plus), ("best", best), ("resnet50", r50)])
     kernel_families_section([("ladder", ladder), ("ladder-plus", plus), ("best", best), ("resnet50", r50)])
     precision_section([("best", best), ("ladder-plus", plus)])
     for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("best", best), ("reference", ref),

@@ -4,7 +4,6 @@
 #include <c10/core/ScalarType.h>
 #include <torch/utils.h>
 
-#include <map>
 #include <set>
 #include <tuple>
 
@@ -78,8 +77,9 @@ shape_check check_shapes(resnet& model, const std::vector<std::int64_t>& input_s
     if (!checks[k]->works || !fusable(*s.bn) || !cudnn_batch_norm_fits(numel)) continue;  // the ops run it unfused
     if (!seen.emplace(k, s.shape, s.bn->options.eps(), *s.bn->options.momentum()).second) continue;
     ++out.shapes[k];
-    const std::string why = cudnn_batch_norm_refusal(*s.bn, s.shape, dtype, s.kind != batch_norm_kind::plain,
-                                                     s.kind == batch_norm_kind::bn_add_relu, checks[k]->relu_from_output);
+    const std::string why =
+        cudnn_batch_norm_refusal(*s.bn, s.shape, dtype, s.kind != batch_norm_kind::plain,
+                                 s.kind == batch_norm_kind::bn_add_relu, checks[k]->relu_from_output);
     if (!why.empty()) out.refused[k].push_back(shape_text(s.shape) + ": " + why);
   }
   return out;
@@ -152,12 +152,13 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
       out.ineffective.push_back(names[i] + ": cuDNN refuses every shape of this model and batch (" + refused.front() +
                                 (n > 1 ? "; and " + std::to_string(n - 1) + " more" : "") + ")");
     } else {
-      out.applied.push_back(names[i] + " (cuDNN graph, NHWC, " + dtype_name(dtype) +
-                            (c.relu_from_output ? "; the ReLU's gradient from its output, not a bit mask" : "") +
-                            (c.unbias ? "; its biased running variance made unbiased" : "") +
-                            (n > 0 ? "; " + std::to_string(n) + " of " + std::to_string(total) + " shapes unfused" : "") +
-                            ")");
-      for (const std::string& r : refused) out.ineffective.push_back(names[i] + ": cuDNN refuses " + r + "; unfused there");
+      out.applied.push_back(
+          names[i] + " (cuDNN graph, NHWC, " + dtype_name(dtype) +
+          (c.relu_from_output ? "; the ReLU's gradient from its output, not a bit mask" : "") +
+          (c.unbias ? "; its biased running variance made unbiased" : "") +
+          (n > 0 ? "; " + std::to_string(n) + " of " + std::to_string(total) + " shapes unfused" : "") + ")");
+      for (const std::string& r : refused)
+        out.ineffective.push_back(names[i] + ": cuDNN refuses " + r + "; unfused there");
     }
   }
   if (any) model->set_batch_norm_ops(cudnn_batch_norm_ops(request.device, dtype, probe));
