@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 
+#include "alloc_count.hpp"
 #include "trainbench/data/loader.hpp"
 #include "trainbench/measure/runner.hpp"
 
@@ -127,6 +128,7 @@ TEST_CASE("float batches: normalised NCHW or channels_last, labels int64") {
 
 TEST_CASE("buffers are reused: the ring never grows and no batch allocates") {
   auto data = indexed_dataset(20);
+  std::atomic<int> ran{0};  // before the loader: its destructor may still run fences that count here
   batch_loader loader(data, options(2));
   CHECK(loader.slots() == 4);  // prefetch_factor 2 x 2 workers
   std::set<const void*> addresses;
@@ -136,6 +138,24 @@ TEST_CASE("buffers are reused: the ring never grows and no batch allocates") {
     loader.release(batch);
   }
   CHECK(addresses.size() == 4);
+  // Nor does the consumer's side allocate per batch: next(), and release() with a fence of the
+  // size the CUDA stages hand it (a pointer and a number, kept inside the std::function).
+  struct fence_of {
+    std::atomic<int>* ran;
+    std::int64_t batch;
+    void operator()() const { ran->fetch_add(batch >= 0 ? 1 : 0); }
+  };
+  std::int64_t allocations = 0;
+  {
+    tbtest::thread_allocations counted;
+    for (std::int64_t b = 0; b < 200; ++b) {
+      const host_batch& batch = loader.next();
+      loader.release(batch, fence_of{&ran, b});
+    }
+    allocations = counted.count();
+  }
+  CHECK(allocations == 0);
+  CHECK(ran > 0);
 }
 
 TEST_CASE("clean shutdown mid-epoch, with batches held or in flight") {

@@ -88,6 +88,54 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   }
 }
 
+// The pinned file ring under pressure: a ring of about two batches, refilled while the device lags
+// (each "step" spins on the compute stream, which the side stream waits for), so the workers must
+// run the `read` fences to get room, over more batches than the stage has `read` events (16, used
+// round). A fence that let a worker refill bytes nvJPEG had not read yet would corrupt the files
+// of later batches: every batch must still be the host path's within IDCT tolerance.
+TEST_CASE("nvJPEG with a small pinned file ring and a lagging device: every batch is the host path's", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const auto ds = read_image_folder(decode_data(), "train");
+  const c10::Device device(c10::kCUDA, 0);
+  nvjpeg_options no;
+  no.image_size = 64;
+  no.mean = {0.485, 0.456, 0.406};
+  no.std = {0.229, 0.224, 0.225};
+  no.copy_stream = true;
+  std::string why;
+  auto decoder = make_nvjpeg_transfer(device, no, why);
+  INFO(why);
+  REQUIRE(decoder);
+  loader_options fo = options(true);
+  fo.pin_memory = true;
+  std::uintmax_t total = 0;
+  for (const auto& f : fs::recursive_directory_iterator(decode_data()))
+    if (f.is_regular_file() && f.path().extension() == ".jpg") total += f.file_size();
+  fo.file_ring_bytes = static_cast<std::size_t>(total / 2);  // about two batches of the four an epoch holds
+  batch_loader host(ds, options(false)), files(ds, fo);
+  REQUIRE(files.file_ring_pinned());
+  const int batches = 40;  // more than the stage's 16 `read` events
+  std::vector<at::Tensor> got;  // kept on the device: the host never waits, so the device lags behind it
+  decoder->submit(files.next(), files);
+  for (int b = 0; b < batches; ++b) {
+    const device_batch d = decoder->take();
+    at::cuda::sleep(std::int64_t{20} << 20);  // the "step": milliseconds of spinning on the compute stream
+    got.push_back(d.images.clone());
+    decoder->step_done();
+    if (b + 1 < batches) decoder->submit(files.next(), files);
+  }
+  c10::cuda::device_synchronize();
+  for (int b = 0; b < batches; ++b) {
+    const host_batch& h = host.next();
+    const at::Tensor diff = (got[static_cast<std::size_t>(b)].cpu() - h.images).abs();
+    host.release(h);
+    INFO("batch " << b << ": mean " << diff.mean().item<double>() << ", max " << diff.max().item<double>());
+    CHECK(diff.mean().item<double>() < 0.02);
+    CHECK(diff.max().item<double>() < 0.3);
+  }
+  CHECK(decoder->decode_counts()->pageable_batches < batches / 2);  // most went through the ring
+}
+
 // The CUDA clock records the h2d events on the stream a copy_lane names: with a side stream that
 // must be the stream the decode and its copies are enqueued on, not the compute stream.
 TEST_CASE("nvJPEG names its side stream to the clock, and no stream without copy_stream", "[gpu]") {

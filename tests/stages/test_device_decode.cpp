@@ -7,6 +7,7 @@
 #include <iterator>
 #include <numeric>
 
+#include "alloc_count.hpp"
 #include "helpers.hpp"
 #include "trainbench/data/jpeg.hpp"
 #include "trainbench/data/jpeg_markers.hpp"
@@ -189,6 +190,38 @@ TEST_CASE("the pixel arena grows to a batch's need and gives a spike back", "[de
   arena_sizer steady;
   std::int64_t h = steady.capacity_for(1000, 0);
   for (int b = 0; b < 40; ++b) CHECK(steady.capacity_for(900 + b % 3 * 50, h) == h);
+  // ... and allocates nothing to decide so.
+  std::int64_t same = 0, allocations = 0;
+  {
+    tbtest::thread_allocations counted;
+    for (int b = 0; b < 100; ++b) same += steady.capacity_for(900 + b % 3 * 50, h) == h ? 1 : 0;
+    allocations = counted.count();
+  }
+  CHECK(same == 100);
+  CHECK(allocations == 0);
+}
+
+// The nvJPEG stage's `read` fences: a pool of events recorded round robin. A batch is proved done
+// by its own event while that still holds it, else by the oldest batch the pool holds; never by an
+// event that holds an earlier batch only (that would free file bytes still being read).
+TEST_CASE("a batch's read fence is its own event while the pool holds it, else the oldest batch held", "[decode]") {
+  read_fence_slots slots(4);
+  std::vector<std::int64_t> holds(4, -1);  // the batch each event was last recorded for
+  auto record = [&](std::int64_t b) {
+    holds[slots.slot_for(b)] = b;
+    slots.recorded(b);
+  };
+  for (std::int64_t b = 0; b < 3; ++b) record(b);
+  for (std::int64_t b = 0; b < 3; ++b) CHECK(slots.proof(b) == slots.slot_for(b));
+  for (std::int64_t latest = 3; latest < 40; ++latest) {
+    record(latest);
+    for (std::int64_t b = 0; b <= latest; ++b) {
+      const std::int64_t by = holds[slots.proof(b)];
+      INFO("batch " << b << ", latest " << latest << ": proved by " << by);
+      CHECK(by >= b);                                   // never an earlier batch
+      CHECK(by == std::max(b, latest - 3));            // and the earliest one that proves it
+    }
+  }
 }
 
 TEST_CASE("device decode counts survive the state file and pool: counts summed, memory the largest", "[decode]") {

@@ -214,6 +214,32 @@ struct nvjpeg_session {
   explicit operator bool() const { return handle != nullptr; }
 };
 
+// Device events made once, destroyed with their owner after it has waited for the device. Not
+// at::cuda::CUDAEvent: the loader's workers wait on these while the training thread records them
+// again, and cudaEventRecord and cudaEventSynchronize are safe to call so, the wrapper's fields not.
+struct event_pool {
+  std::vector<cudaEvent_t> events;
+  c10::DeviceIndex device = -1;
+  event_pool() = default;
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+  ~event_pool() {
+    if (events.empty()) return;
+    // On their own device, as at::cuda::CUDAEvent destroys its event: no context made elsewhere.
+    c10::cuda::CUDAGuard guard(device);
+    for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+  }
+  void make(std::size_t count) {  // on the current device
+    device = c10::cuda::current_device();
+    events.reserve(count);
+    while (events.size() < count) {
+      cudaEvent_t e = nullptr;
+      C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events.push_back(e);
+    }
+  }
+};
+
 // Which decoder takes an image of the batch; `workers`: a loader worker decoded it already.
 enum class route { hardware, general, host, workers };
 
@@ -233,12 +259,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     depth_ = side_ ? 2 : 1;
     ready_.resize(static_cast<std::size_t>(depth_));
     free_.resize(static_cast<std::size_t>(depth_));
+    read_events_.make(read_slots_.size());
     open_hardware();
-    if (hardware_) {
-      // A state per batch in flight and one more, made now: in a steady loop none is made later.
-      state_fence_.resize(hardware_->states.size());
-      state_used_.assign(hardware_->states.size(), 0);
-    }
+    // A state per batch in flight and one more, made now: in a steady loop none is made later.
+    if (hardware_) state_batch_.assign(hardware_->states.size(), -1);
     regions_ = hardware_ && o.regions && api->has_regions();
     if (hardware_ && !regions_)
       regions_why_ = o.regions ? "this libnvjpeg has no nvjpegDecodeBatchedEx" : "data.partial_decode: false";
@@ -325,18 +349,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
     ready_[slot].record(stream);
     // The loader refills the slot's file bytes, and its file ring reuses their block, only after
-    // the decode has read them: the fence is an event of this batch alone, recorded after every
-    // read of them, shared by the slot and the ring, and alive as long as either may wait on it
-    // (the ring runs it lazily, when it needs the room, maybe batches later).
-    auto read = std::make_shared<at::cuda::CUDAEvent>();
-    read->record(stream);
-    if (batch_used_state_) {
-      state_fence_[batch_state_] = read;
-      state_used_[batch_state_] = submitted_;
-    }
+    // the decode has read them: this batch's `read` event, recorded after every read of them
+    // (read_fence_slots; the ring may run the fence batches later, when it needs the room).
+    // One stream for every record: a later record proves an earlier batch only on the same stream.
+    if (!fence_stream_) fence_stream_ = stream.stream();
+    TB_ASSERT(fence_stream_ == stream.stream(), "nvjpeg: a batch's reads on another stream than the earlier batches'");
+    const std::int64_t number = fenced_;
+    C10_CUDA_CHECK(cudaEventRecord(read_events_.events[read_slots_.slot_for(number)], stream.stream()));
+    ++fenced_;  // only once recorded: the numbers recorded run 0, 1, 2, ... with no gap
+    read_slots_.recorded(number);
+    if (batch_used_state_) state_batch_[batch_state_] = number;
     // Read index and count first: once released, a worker may refill the slot at once.
     pending_.push_back({slot, batch.index, n});
-    loader.release(batch, [read] { read->synchronize(); });
+    loader.release(batch, read_fence{this, number});
   }
 
   device_batch take() override {
@@ -361,6 +386,31 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     std::size_t slot;
     std::int64_t index, count;
   };
+
+  // The loader's fence for a batch's file bytes: a pointer and a number, which std::function keeps
+  // in place (no allocation per batch). The loader is destroyed before this stage (pipeline.hpp's
+  // order; the tests keep it), so the pointer outlives every fence the loader may run.
+  struct read_fence {
+    const nvjpeg_transfer* stage;
+    std::int64_t batch;
+    void operator()() const { stage->wait_read(batch); }
+  };
+
+  // Blocks until batch b's reads of its file bytes have run (any thread).
+  void wait_read(std::int64_t b) const {
+    C10_CUDA_CHECK(cudaEventSynchronize(read_events_.events[read_slots_.proof(b)]));
+  }
+
+  // Whether they have, without waiting (as at::cuda::CUDAEvent::query: "not ready" is no error).
+  bool read_done(std::int64_t b) const {
+    const cudaError_t e = cudaEventQuery(read_events_.events[read_slots_.proof(b)]);
+    if (e == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    C10_CUDA_CHECK(e);
+    return true;
+  }
 
   c10::cuda::CUDAStream decode_stream() const {
     return side_ ? *side_ : c10::cuda::getCurrentCUDAStream(device_.index());
@@ -587,21 +637,20 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // does submit wait, for the state used longest ago.
   std::size_t take_state() {
     std::size_t oldest = 0;
-    for (std::size_t k = 0; k < state_fence_.size(); ++k) {
-      if (!state_fence_[k] || state_fence_[k]->query()) return k;
-      if (state_used_[k] < state_used_[oldest]) oldest = k;
+    for (std::size_t k = 0; k < state_batch_.size(); ++k) {
+      if (state_batch_[k] < 0 || read_done(state_batch_[k])) return k;
+      if (state_batch_[k] < state_batch_[oldest]) oldest = k;
     }
-    if (state_fence_.size() < max_states) {
+    if (state_batch_.size() < max_states) {
       try {
         hardware_->add_state();
-        state_fence_.emplace_back();
-        state_used_.push_back(0);
-        return state_fence_.size() - 1;
+        state_batch_.push_back(-1);
+        return state_batch_.size() - 1;
       } catch (const run_error& e) {
         log_warn(std::string("nvjpeg: no further decode state, waiting for one instead: ") + e.what());
       }
     }
-    state_fence_[oldest]->synchronize();
+    wait_read(state_batch_[oldest]);
     ++counts_.state_waits;
     return oldest;
   }
@@ -879,11 +928,16 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::unique_ptr<nvjpeg_session> hardware_, general_;
   std::optional<c10::cuda::CUDAStream> side_;
   int depth_ = 1;
-  // Per hardware state: the `read` event of the batch it last took (take_state), and that batch's
-  // number; batch_state_: the state this batch's hardware call took.
+  // Per hardware state: the number of the batch it last took, whose `read` event frees it
+  // (take_state), -1 before any; batch_state_: the state this batch's hardware call took.
   static constexpr std::size_t max_states = 4;
-  std::vector<std::shared_ptr<at::cuda::CUDAEvent>> state_fence_;
-  std::vector<std::int64_t> state_used_;
+  std::vector<std::int64_t> state_batch_;
+  // The batches' `read` events, recorded round robin (read_fence_slots): more than the loader's
+  // file ring holds batches in most profiles; an older fence waits for the oldest batch held.
+  read_fence_slots read_slots_{16};
+  event_pool read_events_;
+  std::int64_t fenced_ = 0;  // batches whose `read` event was recorded
+  cudaStream_t fence_stream_ = nullptr;  // the stream they were recorded on
   std::size_t batch_state_ = 0;
   bool batch_used_state_ = false;
   std::vector<std::uint8_t> engines_take_;  // by dataset index: 0 not asked yet, 1 the engines take it, 2 not

@@ -9,11 +9,11 @@ byte_ring::byte_ring(std::uint8_t* memory, std::size_t capacity) : memory_(memor
 // Blocks lie in allocation order around the ring, from the oldest (front) to the newest (back);
 // a new one goes right after the newest, or at the start when the end has no room, never over
 // the oldest.
-std::size_t byte_ring::fit(std::size_t size) const {
-  if (blocks_.empty()) return size <= capacity_ ? 0 : capacity_;
-  const std::size_t tail = blocks_.front().offset;
-  const std::size_t head = blocks_.back().offset + blocks_.back().size;
-  if (blocks_.back().offset >= blocks_.front().offset) {  // not wrapped: room after head and before tail
+std::size_t byte_ring::fit(std::size_t size) {
+  if (count_ == 0) return size <= capacity_ ? 0 : capacity_;
+  const std::size_t tail = front().offset;
+  const std::size_t head = back().offset + back().size;
+  if (back().offset >= front().offset) {  // not wrapped: room after head and before tail
     if (capacity_ - head >= size) return head;
     if (tail >= size) return 0;
     return capacity_;
@@ -21,10 +21,27 @@ std::size_t byte_ring::fit(std::size_t size) const {
   return tail - head >= size ? head : capacity_;  // wrapped: room between head and tail
 }
 
+void byte_ring::push_back(entry e) {
+  if (count_ == blocks_.size()) {
+    std::vector<entry> larger(std::max<std::size_t>(8, 2 * count_));
+    for (std::size_t k = 0; k < count_; ++k) larger[k] = std::move(nth(k));
+    blocks_ = std::move(larger);
+    head_ = 0;
+  }
+  blocks_[(head_ + count_) % blocks_.size()] = std::move(e);
+  ++count_;
+}
+
+void byte_ring::pop_front() {
+  front() = entry{};  // drops the fence it may still hold
+  head_ = (head_ + 1) % blocks_.size();
+  --count_;
+}
+
 void byte_ring::drop_reclaimed() {
-  while (!blocks_.empty() && blocks_.front().st == state::free) {
-    held_ -= blocks_.front().size;
-    blocks_.pop_front();
+  while (count_ > 0 && front().st == state::free) {
+    held_ -= front().size;
+    pop_front();
   }
 }
 
@@ -45,7 +62,7 @@ byte_ring::block byte_ring::acquire(std::int64_t ticket, std::size_t size) {
     drop_reclaimed();
     const std::size_t at = fit(size);
     if (at != capacity_) {
-      blocks_.push_back({at, size, state::live, {}});
+      push_back({at, size, state::live, {}});
       held_ += size;
       peak_ = std::max(peak_, held_);
       ++next_ticket_;
@@ -55,14 +72,14 @@ byte_ring::block byte_ring::acquire(std::int64_t ticket, std::size_t size) {
     }
     // No room, so the ring is not empty. Only the producer whose turn it is pops blocks, so the
     // front stays put while its fence runs unlocked.
-    entry& oldest = blocks_.front();
+    entry& oldest = front();
     if (oldest.st == state::released) {
       oldest.st = state::reclaiming;
       const fence done = std::move(oldest.done);
       lock.unlock();
       done();
       lock.lock();
-      blocks_.front().st = state::free;
+      front().st = state::free;
       ++fences_run_;
       continue;
     }
@@ -76,9 +93,10 @@ byte_ring::block byte_ring::acquire(std::int64_t ticket, std::size_t size) {
 void byte_ring::release(const block& b, fence done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = std::find_if(blocks_.begin(), blocks_.end(),
-                           [&](const entry& e) { return e.offset == b.offset && e.st == state::live; });
-    if (it == blocks_.end()) return;  // closed and dropped, or released twice: nothing held
+    entry* it = nullptr;
+    for (std::size_t k = 0; k < count_ && !it; ++k)
+      if (nth(k).offset == b.offset && nth(k).st == state::live) it = &nth(k);
+    if (!it) return;  // closed and dropped, or released twice: nothing held
     if (done) {
       it->st = state::released;
       it->done = std::move(done);

@@ -9,9 +9,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 namespace trainbench {
 
@@ -55,15 +55,24 @@ class byte_ring {
     state st = state::live;
     fence done;
   };
+  // The blocks in allocation order, the oldest first: a queue kept in a vector used round, which
+  // grows only when more blocks are held at once than ever before, so that a steady loop does
+  // not allocate (a deque allocates and frees a node every few batches). Lock held for all.
+  entry& front() { return blocks_[head_]; }
+  entry& back() { return nth(count_ - 1); }
+  entry& nth(std::size_t k) { return blocks_[(head_ + k) % blocks_.size()]; }
+  void push_back(entry e);
+  void pop_front();
   // Where `size` bytes fit after the newest block, or capacity_ when they do not (lock held).
-  std::size_t fit(std::size_t size) const;
+  std::size_t fit(std::size_t size);
   void drop_reclaimed();  // pops taken-back blocks off the front (lock held)
 
   std::uint8_t* memory_;
   std::size_t capacity_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<entry> blocks_;  // in allocation order: the oldest at the front
+  std::vector<entry> blocks_;  // count_ of them from head_, round
+  std::size_t head_ = 0, count_ = 0;
   std::int64_t next_ticket_ = 0;
   std::size_t held_ = 0, peak_ = 0;
   std::int64_t fences_run_ = 0;

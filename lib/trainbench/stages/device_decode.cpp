@@ -83,12 +83,20 @@ arena_layout layout_arena(const std::vector<std::int64_t>& image_bytes) {
 }
 
 std::int64_t arena_sizer::capacity_for(std::int64_t needed, std::int64_t held) {
-  recent_.push_back(needed);
-  if (recent_.size() > window_) recent_.pop_front();
+  recent_[seen_++ % recent_.size()] = needed;
   if (needed > held) return needed;
-  const std::int64_t typical = *std::max_element(recent_.begin(), recent_.end());
+  const auto end = recent_.begin() + static_cast<std::ptrdiff_t>(std::min(seen_, recent_.size()));
+  const std::int64_t typical = *std::max_element(recent_.begin(), end);
   if (static_cast<double>(held) > slack_ * static_cast<double>(typical)) return typical;
   return held;
+}
+
+// Within the last size_ batches recorded, b's own event still holds b (or a later batch, if one
+// is recorded meanwhile: also proof); older, the next event to be reused holds the oldest batch.
+std::size_t read_fence_slots::proof(std::int64_t b) const {
+  const std::int64_t latest = latest_.load(std::memory_order_acquire);
+  if (latest - b < static_cast<std::int64_t>(size_)) return slot_for(b);
+  return slot_for(latest + 1);
 }
 
 }  // namespace trainbench

@@ -2,9 +2,10 @@
 // data.decode: device: the decisions of the nvJPEG stage that need no GPU (no torch, no CUDA
 // here), so CPU hosts test them: which nvJPEG statuses mean "this file, not the run", which files
 // go to the host decoder before nvJPEG sees them, and how much pixel memory the stage keeps.
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "trainbench/data/jpeg_markers.hpp"
@@ -56,14 +57,38 @@ void layout_arena(const std::vector<std::int64_t>& image_bytes, arena_layout& ou
 // the largest image).
 class arena_sizer {
  public:
-  explicit arena_sizer(std::size_t window = 16, double slack = 2.0) : window_(window), slack_(slack) {}
+  explicit arena_sizer(std::size_t window = 16, double slack = 2.0)
+      : recent_(std::max<std::size_t>(window, 1)), slack_(slack) {}
   // The capacity to hold for a batch that needs `needed` bytes when `held` are held now.
   std::int64_t capacity_for(std::int64_t needed, std::int64_t held);
 
  private:
-  std::size_t window_;
+  std::vector<std::int64_t> recent_;  // the last needs, used round (no allocation per batch)
+  std::size_t seen_ = 0;
   double slack_;
-  std::deque<std::int64_t> recent_;
+};
+
+// Which of `size` reusable device events proves that a batch's reads of its file bytes have run.
+// Each submitted batch records the next event, round robin, on the decode stream after its last
+// read; its file-ring block and its decode state are free once that has run. An event reused by a
+// later batch of the same stream proves the earlier one too (the stream runs in order), so a batch
+// whose own event was reused is proved by the oldest batch still held: never too early, late by as
+// little as the pool allows, and no event or closure is made per batch. The training thread
+// records; the loader's workers and the training thread wait.
+class read_fence_slots {
+ public:
+  explicit read_fence_slots(std::size_t size) : size_(size) {}
+  std::size_t size() const { return size_; }
+  // The event batch `b` records in; batches are recorded one after another (0, 1, 2, ...).
+  std::size_t slot_for(std::int64_t b) const { return static_cast<std::size_t>(b) % size_; }
+  // After that event is recorded.
+  void recorded(std::int64_t b) { latest_.store(b, std::memory_order_release); }
+  // The event to wait on for batch `b`, which has been recorded.
+  std::size_t proof(std::int64_t b) const;
+
+ private:
+  std::size_t size_;
+  std::atomic<std::int64_t> latest_{-1};
 };
 
 // What the stage has done so far; the runner takes differences over each window.

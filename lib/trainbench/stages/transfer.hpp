@@ -14,7 +14,9 @@ class transfer_stage {
  public:
   virtual ~transfer_stage() = default;
   virtual int lookahead() const { return 0; }
-  // Starts the copy; hands the loader's slot back (with a fence) as soon as that is safe.
+  // Starts the copy; hands the loader's slot back (with a fence) as soon as that is safe. The
+  // fence may point into the stage (the CUDA stages' do, to keep it allocation-free), so the
+  // loader must be destroyed before the stage: struct pipeline's member order does that.
   virtual void submit(const host_batch& batch, batch_loader& loader) = 0;
   // The oldest submitted batch, ready to be read by work enqueued on the compute stream.
   virtual device_batch take() = 0;
