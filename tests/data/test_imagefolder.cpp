@@ -634,6 +634,53 @@ TEST_CASE("data.decode: device with decode_off_engines: the workers decode what 
   plain.release(b);
 }
 
+// A file the device found its JPEG engines refuse at run time (its markers allowed it) goes to the
+// workers from its next read on, with decode_off_engines; without it the device keeps it.
+TEST_CASE("data.decode: device: a file the JPEG engines refused at run time is decoded by the workers from its next "
+          "read on") {
+  const auto ds = read_image_folder(engine_mix_folder(), "train");
+  const int batch = 4;
+  auto o = folder_loader(0, batch, 32);  // no workers: each batch is made in next(), after the call below
+  o.encoded = true;
+  o.folder.decode_off_engines = true;
+  batch_loader loader(ds, o);
+  // The first batch's first file the engines would take.
+  std::int64_t file = -1;
+  {
+    const host_batch& b = loader.next();
+    const encoded_batch& e = *b.encoded;
+    for (std::size_t i = 0; i < e.indices.size() && file < 0; ++i)
+      if (e.markers[i].engine_kind()) {
+        CHECK(e.decoded[i].width == 0);
+        file = e.indices[i];
+      }
+    loader.release(b);
+  }
+  REQUIRE(file >= 0);
+  CHECK(loader.decode_on_workers(file));
+  CHECK(loader.decode_on_workers(file));  // again: still one file
+  CHECK(loader.files_moved_to_workers() == 1);
+  // Within the next two epochs it is read again: now as the workers' pixels, its crop's region.
+  int seen = 0;
+  for (std::int64_t k = 1; k < 3 * loader.batches_per_epoch(); ++k) {
+    const host_batch& b = loader.next();
+    const encoded_batch& e = *b.encoded;
+    for (std::size_t i = 0; i < e.indices.size(); ++i) {
+      if (e.indices[i] != file) continue;
+      ++seen;
+      CHECK(e.decoded[i].width > 0);
+      CHECK(e.sizes[i] == static_cast<std::size_t>(e.decoded[i].width) * e.decoded[i].height * 3);
+    }
+    loader.release(b);
+  }
+  CHECK(seen >= 1);
+  // Without decode_off_engines the workers decode nothing for the device.
+  o.folder.decode_off_engines = false;
+  batch_loader plain(ds, o);
+  CHECK_FALSE(plain.decode_on_workers(file));
+  CHECK(plain.files_moved_to_workers() == 0);
+}
+
 TEST_CASE("data.decode: device batches leave a Motion Photo's trailing video out of the bytes sent") {
   const auto root = tbtest::scratch("if-motion-photo");
   const auto image = jpeg_bytes(48, 40, 3);

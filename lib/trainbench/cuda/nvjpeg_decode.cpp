@@ -470,7 +470,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     {
       host_time t{counts_.route_ns};
       place(e, n);
-      for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i);
+      for (std::int64_t i = 0; i < n; ++i) routes[static_cast<std::size_t>(i)] = route_of(e, i, loader);
     }
     {
       host_time t{counts_.fallback_ns};
@@ -485,7 +485,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     {
       host_time t{counts_.cuda_ns};
       for (std::int64_t i = 0; i < n; ++i)
-        if (routes[static_cast<std::size_t>(i)] == route::general) decode_general(e, i, routes, stream);
+        if (routes[static_cast<std::size_t>(i)] == route::general) decode_general(e, i, routes, stream, loader);
     }
     host_time t{counts_.fallback_ns};
     source_.resize(static_cast<std::size_t>(n));
@@ -522,7 +522,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // cannot decode as the host does goes to the host before nvJPEG sees it; baseline files go to
   // the hardware engines if nvjpegDecodeBatchedSupported accepts them too (the subsamplings and
   // sizes this GPU's engines handle); the rest goes to the general backend.
-  route route_of(const encoded_batch& e, std::int64_t i) {
+  route route_of(const encoded_batch& e, std::int64_t i, batch_loader& loader) {
     if (e.decoded[static_cast<std::size_t>(i)].width > 0) return route::workers;
     const unsigned char* data = e.data() + e.offsets[static_cast<std::size_t>(i)];
     const std::size_t size = e.sizes[static_cast<std::size_t>(i)];
@@ -545,7 +545,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
     if (file >= engines_take_.size()) engines_take_.resize(file + 1, 0);
     engines_take_[file] = r == route::hardware ? 1 : 2;
+    if (r != route::hardware) move_to_workers(e, i, loader);
     return r;
+  }
+
+  // data.decode_off_engines: host: a file the markers sent to the engines but that nvJPEG refused
+  // at run time is decoded by the loader's workers from its next read on, rather than here on the
+  // training thread every epoch; this time it still goes the device's way.
+  void move_to_workers(const encoded_batch& e, std::int64_t i, batch_loader& loader) {
+    if (!loader.decode_on_workers(e.indices[static_cast<std::size_t>(i)]) || moved_logged_) return;
+    moved_logged_ = true;
+    log_info("nvjpeg: " + file_name(e, i, loader) +
+             ": refused by the JPEG engines or nvJPEG though its markers allow them; the loader's workers decode such "
+             "files from their next read on (data.decode_off_engines: host)");
   }
 
   // A status that says this file cannot be decoded here is false (the file goes elsewhere); a
@@ -722,7 +734,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     return regions_ ? " (the engines decode each crop's region only)" : " (whole images: " + regions_why_ + ")";
   }
 
-  void decode_general(const encoded_batch& e, std::int64_t i, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
+  void decode_general(const encoded_batch& e, std::int64_t i, std::vector<route>& routes, c10::cuda::CUDAStream stream,
+                      batch_loader& loader) {
     const nvjpegStatus_t s = api_->decode(general_->handle, general_->state(),
                                           e.data() + e.offsets[static_cast<std::size_t>(i)],
                                           e.sizes[static_cast<std::size_t>(i)], NVJPEG_OUTPUT_RGBI,
@@ -732,6 +745,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       ++counts_.images_cuda;
     } else {
       routes[static_cast<std::size_t>(i)] = route::host;
+      move_to_workers(e, i, loader);
     }
   }
 
@@ -941,6 +955,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::size_t batch_state_ = 0;
   bool batch_used_state_ = false;
   std::vector<std::uint8_t> engines_take_;  // by dataset index: 0 not asked yet, 1 the engines take it, 2 not
+  bool moved_logged_ = false;               // move_to_workers has logged its first file
   std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
   std::vector<at::cuda::CUDAEvent> ready_, free_;

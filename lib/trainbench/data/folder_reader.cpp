@@ -30,8 +30,19 @@ std::vector<skipped_file> bad_files::files() const {
   return files_;
 }
 
-folder_reader::folder_reader(const file_list& files, const folder_options& options, bad_files& bad)
-    : files_(files), options_(options), bad_(bad), normalize_(options.mean, options.std) {
+engine_refusals::engine_refusals(std::int64_t size) : flags_(new std::atomic<bool>[static_cast<std::size_t>(size)]) {
+  for (std::int64_t i = 0; i < size; ++i) flags_[static_cast<std::size_t>(i)].store(false);
+}
+
+bool engine_refusals::add(std::int64_t index) {
+  if (flags_[static_cast<std::size_t>(index)].exchange(true)) return false;
+  count_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+folder_reader::folder_reader(const file_list& files, const folder_options& options, bad_files& bad,
+                             const engine_refusals* refused)
+    : files_(files), options_(options), bad_(bad), refused_(refused), normalize_(options.mean, options.std) {
   root_fd_ = open(files_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd_ < 0) throw input_error("image folder '" + files_.root.string() + "': " + std::strerror(errno));
 }
@@ -136,7 +147,8 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
   const resize_plan plan = plan_for(info, sample, epoch);
   const std::size_t at = out.bytes.size();
   plan_region decoded;
-  if (options_.decode_off_engines && !decoder_.markers().engine_kind()) {
+  const bool off_engines = !decoder_.markers().engine_kind() || (refused_ && refused_->known(file));
+  if (options_.decode_off_engines && off_engines) {
     decoded = decode_for_device(plan, info, out);
   } else {
     // Only the image: the device must never be sent what follows its end-of-image marker.

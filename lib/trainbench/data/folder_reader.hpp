@@ -55,6 +55,24 @@ class bad_files {
   std::atomic<std::int64_t> replacements_{0};
 };
 
+// data.decode: device with decode_off_engines: files the device found its JPEG engines refuse
+// although their markers allowed them (nvjpegDecodeBatchedSupported said no, or nvJPEG could not
+// decode them). The workers decode them from their next read on, as they do the files the markers
+// rule out, instead of nvJPEG's general backend or libjpeg-turbo on the training thread.
+class engine_refusals {
+ public:
+  explicit engine_refusals(std::int64_t size);
+  bool known(std::int64_t index) const {
+    return flags_[static_cast<std::size_t>(index)].load(std::memory_order_relaxed);
+  }
+  bool add(std::int64_t index);  // true the first time
+  std::int64_t count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  std::unique_ptr<std::atomic<bool>[]> flags_;
+  std::atomic<std::int64_t> count_{0};
+};
+
 // data.decode: device. A batch of undecoded files with each one's crop, planned on the host with
 // the same sampler as host decoding (so both give the same crops), decoded on the GPU later;
 // with folder_options::decode_off_engines, files the JPEG engines cannot take come decoded.
@@ -89,7 +107,9 @@ struct decode_facts {
 
 class folder_reader {
  public:
-  folder_reader(const file_list& files, const folder_options& options, bad_files& bad);
+  // `refused`: with decode_off_engines, the files to decode here whatever their markers say (may be null).
+  folder_reader(const file_list& files, const folder_options& options, bad_files& bad,
+                const engine_refusals* refused = nullptr);
   ~folder_reader();
   folder_reader(const folder_reader&) = delete;
   folder_reader& operator=(const folder_reader&) = delete;
@@ -115,6 +135,7 @@ class folder_reader {
   const file_list& files_;
   folder_options options_;
   bad_files& bad_;
+  const engine_refusals* refused_;
   jpeg_decoder decoder_;
   crop_resampler resampler_;
   normalizer normalize_;

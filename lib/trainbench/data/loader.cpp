@@ -33,6 +33,7 @@ batch_loader::batch_loader(std::shared_ptr<const dataset> data, loader_options o
     f.std = options_.std;
     f.seed = options_.seed;
     bad_ = std::make_unique<bad_files>(files_->size());
+    if (options_.encoded && f.decode_off_engines) refused_ = std::make_unique<engine_refusals>(files_->size());
   } else {
     transform_ =
         std::make_unique<image_transform>(data_->height(), data_->width(), data_->channels(), options_.image_size,
@@ -134,8 +135,15 @@ std::vector<std::int64_t> batch_loader::batch_indices(std::int64_t index) const 
 batch_loader::worker_state batch_loader::make_state(int id) {
   worker_state w;
   w.id = id;
-  if (files_) w.reader = std::make_unique<folder_reader>(*files_, options_.folder, *bad_);
+  if (files_) w.reader = std::make_unique<folder_reader>(*files_, options_.folder, *bad_, refused_.get());
   return w;
+}
+
+bool batch_loader::decode_on_workers(std::int64_t index) {
+  if (!refused_) return false;
+  TB_ASSERT(index >= 0 && index < files_->size(), "decode_on_workers: no such file");
+  refused_->add(index);
+  return true;
 }
 
 std::vector<skipped_file> batch_loader::skipped_files() const {

@@ -88,6 +88,11 @@ class batch_loader {
   // Image folders with data.on_bad_file: skip.
   std::vector<skipped_file> skipped_files() const;
   std::int64_t replaced_samples() const;
+  // Encoded image folders with decode_off_engines: the device found its JPEG engines refuse file
+  // `index` although its markers allowed it; the workers decode it from its next read on. False
+  // where the workers decode nothing for the device (the device keeps such files).
+  bool decode_on_workers(std::int64_t index);
+  std::int64_t files_moved_to_workers() const { return refused_ ? refused_->count() : 0; }
 
  private:
   enum class slot_state { free, filling, ready };
@@ -124,6 +129,7 @@ class batch_loader {
   std::unique_ptr<image_transform> transform_;  // fixed-size sources
   const file_list* files_ = nullptr;            // image folders
   std::unique_ptr<bad_files> bad_;
+  std::unique_ptr<engine_refusals> refused_;  // encoded image folders with decode_off_engines
   load_counters counters_;
   std::vector<load_sink*> sinks_;
   std::int64_t shard_size_ = 0, batches_per_epoch_ = 0;
