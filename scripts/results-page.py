@@ -156,14 +156,28 @@ def imagenet_section(reports):
 def resnet50_section(reports):
     print("\n## ResNet-50 to NVIDIA's recipe (configs/resnet50)\n")
     print(f"NVIDIA's published figures: {NVIDIA_R50}.\n")
-    print("| rung | samples/s | model TFLOP/s | share of tensor-core peak | batch | notes |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| rung | samples/s | model TFLOP/s | share of tensor-core peak | batch | fp16 steps skipped "
+          "(input / forward / backward) | notes |")
+    print("|---|---:|---:|---:|---:|---|---|")
     for name, r in reports.items():
         eff, c = r.get("effective") or {}, (r.get("results") or {}).get("compute") or {}
         fl, share = c.get("model_flops_per_s"), c.get("share_of_peak")
         notes = notes_of(r)
         print(f"| {name}{partial(r)} | {fmt(median(r))} | {fmt(fl / 1e12 if fl else None)} | "
-              f"{fmt(100 * share) + '%' if share is not None else '–'} | {eff.get('batch_size', '?')} | {notes} |")
+              f"{fmt(100 * share) + '%' if share is not None else '–'} | {eff.get('batch_size', '?')} | "
+              f"{skipped_text(r)} | {notes} |")
+
+
+def skipped_text(r):
+    """results.amp.skipped_steps and why (reports before 2026-12-06 lack the causes)."""
+    amp = (r.get("results") or {}).get("amp") or {}
+    if amp.get("skipped_steps") is None:
+        return "–"
+    causes = amp.get("skipped_by_cause")
+    split = f" ({causes['input']} / {causes['forward']} / {causes['backward']})" if causes else ""
+    top = amp.get("input_abs_max")
+    inputs = "" if not causes else (f"; max \\|input\\| {top:.3g}" if top is not None else "; an input held inf/nan")
+    return f"{amp['skipped_steps']}{split}{inputs}"
 
 
 def dist_section(path):

@@ -137,6 +137,16 @@ TEST_CASE("fp16 on a CPU says it is slow there, and skipped steps are a count wi
   REQUIRE(skipped.is_number_integer());
   if (skipped.get<int>() > 0)
     CHECK(r.output.find("skipped " + std::to_string(skipped.get<int>())) != std::string::npos);
+  // Why, cause by cause, adding up to the count; and how large the (normalised) input got.
+  const auto& causes = j["results"]["amp"]["skipped_by_cause"];
+  REQUIRE(causes.is_object());
+  CHECK(causes["input"].get<int>() + causes["forward"].get<int>() + causes["backward"].get<int>() ==
+        skipped.get<int>());
+  CHECK(causes["input"] == 0);  // the synthetic images are finite
+  CHECK(j["results"]["amp"]["input_abs_max"].get<double>() > 0.5);
+  CHECK(j["results"]["amp"]["input_abs_max"].get<double>() < 3.0);
+  // The console line gives the same split.
+  if (skipped.get<int>() > 0) CHECK(r.output.find("skipped (input 0, forward ") != std::string::npos);
 }
 
 TEST_CASE("a report says null where nothing was measured, and how noisy its windows were") {

@@ -11,6 +11,7 @@
 #include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 
 #include "gpu/gpu_profiles.hpp"
@@ -165,6 +166,20 @@ TEST_CASE("graph step: an inf after clean steps skips the whole step, per-parame
     eager_batch(*estep, clean);
     const auto pg = host_copies(graphed->parameters()), pe = host_copies(eager->parameters());
     for (std::size_t i = 0; i < pg.size(); ++i) CHECK(at::allclose(pg[i], pe[i], 2e-2, 2e-2));
+    // Why each was skipped, counted inside the graph as in the eager step: the poisoned gradient
+    // under `backward`; then a batch holding nan under `input`, whatever its loss and gradients.
+    const at::Tensor causes_g = gstep->scaler()->skip_causes().cpu(), causes_e = estep->scaler()->skip_causes().cpu();
+    CHECK(causes_g[2].item<double>() >= 1);
+    CHECK(causes_g[0].item<double>() == 0);
+    CHECK(causes_e[0].item<double>() == 0);
+    device_batch bad = batch(102, 8, 32);
+    bad.images[3][1][7][9] = std::numeric_limits<float>::quiet_NaN();
+    gstep->forward(bad);
+    eager_batch(*estep, bad);
+    torch::cuda::synchronize();
+    CHECK(gstep->scaler()->skip_causes()[0].item<double>() == 1);
+    CHECK(estep->scaler()->skip_causes()[0].item<double>() == 1);
+    CHECK(std::isnan(gstep->scaler()->input_abs_max().item<double>()));
   }
 }
 

@@ -18,6 +18,8 @@ run_result round_of(double rate, double stage_s, std::int64_t rss, std::int64_t 
   r.loss_first = rate;
   r.loss_last = rate / 2;
   r.skipped_steps = skipped;
+  r.skipped_by_cause = std::array<std::int64_t, 3>{0, skipped > 1 ? 1 : 0, skipped > 1 ? skipped - 1 : skipped};
+  r.input_abs_max = rate / 100;
   r.loss_scale = 1024.0 * static_cast<double>(skipped + 1);
   r.warmup_batches_done = 3;
   r.window_batches = 2;
@@ -44,6 +46,8 @@ TEST_CASE("a round's result survives the state file exactly") {
   CHECK(back.windows[0].samples_per_s == r.windows[0].samples_per_s);  // bit for bit
   CHECK(back.stages_s.at("forward") == r.stages_s.at("forward"));
   CHECK(back.skipped_steps == std::optional<std::int64_t>(2));
+  CHECK(back.skipped_by_cause == r.skipped_by_cause);
+  CHECK(back.input_abs_max == r.input_abs_max);
   CHECK(back.memory.host_peak_rss_bytes == r.memory.host_peak_rss_bytes);
   CHECK_FALSE(back.memory.device_peak_allocated_bytes);
   REQUIRE(back.dist);
@@ -77,6 +81,16 @@ TEST_CASE("rounds pool into one result: windows in order, loss first to last, pe
   CHECK(p.loss_first == std::optional<double>(100));
   CHECK(p.loss_last == std::optional<double>(150));
   CHECK(p.skipped_steps == std::optional<std::int64_t>(3));
+  CHECK(p.skipped_by_cause == std::optional<std::array<std::int64_t, 3>>({0, 1, 2}));  // summed, cause by cause
+  CHECK(p.input_abs_max == std::optional<double>(3.0));                                // the largest
+  // A round that saw inf or nan leaves the pooled range unknown, not the others' largest; a round
+  // that did not count the causes (an older state file) leaves them out.
+  rounds[1].input_abs_max.reset();
+  const run_result with_nan = pool_rounds(rounds);
+  CHECK(with_nan.skipped_by_cause == p.skipped_by_cause);
+  CHECK_FALSE(with_nan.input_abs_max);
+  rounds[2].skipped_by_cause.reset();
+  CHECK_FALSE(pool_rounds(rounds).skipped_by_cause);
   CHECK(p.memory.host_peak_rss_bytes == std::optional<std::int64_t>(3000));
   CHECK(p.warmup_batches_done == 9);
   CHECK(p.window_batches == 2);

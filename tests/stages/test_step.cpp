@@ -3,6 +3,7 @@
 #include <torch/optim/sgd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 
 #include "trainbench/stages/amp.hpp"
@@ -189,8 +190,55 @@ TEST_CASE("the step counts skipped fp16 steps on the device") {
   step->optimizer_step();
   CHECK(step->skipped_steps().item<double>() == 1.0);
   CHECK(step->loss_scale().item<double>() == 32768.0);
+  // The input and the loss were finite: the gradients alone overflowed.
+  CHECK(at::equal(step->scaler()->skip_causes(), at::tensor({0.0f, 0.0f, 1.0f})));
   const auto after = model->parameters();
   for (std::size_t i = 0; i < before.size(); ++i) CHECK(at::equal(before[i], after[i]));
+}
+
+// results.amp.skipped_by_cause: a step is skipped for its input (a batch with inf/nan), else its
+// forward pass (an inf/nan loss), else its backward pass (the scaled gradients alone); each skip
+// counts once, under its first cause, and a clean step counts nowhere.
+TEST_CASE("the grad scaler tells why each step was skipped: input, forward or backward") {
+  grad_scaler scaler(at::kCPU);
+  auto p = at::ones({3}).requires_grad_(true);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const at::Tensor finite_loss = at::tensor(2.5f), clean = at::tensor({-3.5f, 1.0f, 2.0f});
+  auto step = [&](const at::Tensor& loss, const at::Tensor& images, float grad) {
+    scaler.see(loss, images);
+    p.mutable_grad() = at::full({3}, grad);
+    scaler.unscale({p.grad()});
+    scaler.update();
+  };
+  step(finite_loss, clean, 1.0f);  // clean: nothing counted
+  CHECK(at::equal(scaler.skip_causes(), at::zeros({3})));
+  CHECK(scaler.input_abs_max().item<float>() == 3.5f);
+  step(finite_loss, clean, inf);                              // backward
+  step(at::tensor(inf), clean, nan);                          // forward
+  step(at::tensor(nan), at::tensor({1.0f, nan, 0.0f}), nan);  // input (the loss is nan too)
+  CHECK(at::equal(scaler.skip_causes(), at::tensor({1.0f, 1.0f, 1.0f})));
+  CHECK(scaler.skipped_steps().item<float>() == 3.0f);
+  CHECK(std::isnan(scaler.input_abs_max().item<float>()));  // once a batch held nan, the maximum says so
+  // What see() keeps is per step: a clean step after them counts nowhere, then backward again.
+  step(finite_loss, clean, 1.0f);
+  step(finite_loss, clean, inf);
+  CHECK(at::equal(scaler.skip_causes(), at::tensor({1.0f, 1.0f, 2.0f})));
+}
+
+TEST_CASE("an fp16 step on a batch holding nan is skipped for its input") {
+  at::manual_seed(0);
+  resnet model = make_resnet("resnet18", 10);
+  step_options o;
+  o.amp = amp_mode::fp16;
+  o.scaler = true;
+  auto step = make_eager_step(model, o);
+  auto batch = fixed_batch(2, 16, 5);
+  batch.images[1][2][3][4] = std::numeric_limits<float>::quiet_NaN();
+  step->forward(batch);
+  step->backward();
+  step->optimizer_step();
+  CHECK(step->skipped_steps().item<double>() == 1.0);
+  CHECK(at::equal(step->scaler()->skip_causes(), at::tensor({1.0f, 0.0f, 0.0f})));
 }
 
 namespace {

@@ -139,6 +139,24 @@ void print_stage_overlap(const run_result& r) {
                 "untimed", -1000.0 * o);
 }
 
+// " (input 0, forward 0, backward 14)", or nothing where the causes were not counted.
+std::string skip_causes_text(const run_result& r) {
+  if (!r.skipped_by_cause || !r.skipped_steps || *r.skipped_steps == 0) return "";
+  std::string out = " (";
+  for (std::size_t k = 0; k < r.skipped_by_cause->size(); ++k)
+    out += std::string(k ? ", " : "") + skip_cause_names[k] + " " + std::to_string((*r.skipped_by_cause)[k]);
+  return out + ")";
+}
+
+// ", largest |input| 2.64", or that it was not finite.
+std::string input_range_text(const run_result& r) {
+  if (!r.skipped_by_cause) return "";
+  if (!r.input_abs_max) return ", an input batch held inf/nan";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ", largest |input| %.3g", *r.input_abs_max);
+  return buf;
+}
+
 }  // namespace
 
 context_info full_context(const std::string& command_line, const effective_settings& e, const profile& p) {
@@ -183,8 +201,9 @@ void print_summary(const report_input& in) {
     std::printf("  host peak    %s RSS\n", human_bytes(*r.memory.host_peak_rss_bytes).c_str());
   if (r.loss_first && r.loss_last) std::printf("  loss         %.4f -> %.4f\n", *r.loss_first, *r.loss_last);
   if (r.skipped_steps)
-    std::printf("  fp16 scaler  %lld step%s skipped, loss scale %g\n", static_cast<long long>(*r.skipped_steps),
-                *r.skipped_steps == 1 ? "" : "s", r.loss_scale.value_or(0.0));
+    std::printf("  fp16 scaler  %lld step%s skipped%s, loss scale %g%s\n", static_cast<long long>(*r.skipped_steps),
+                *r.skipped_steps == 1 ? "" : "s", skip_causes_text(r).c_str(), r.loss_scale.value_or(0.0),
+                input_range_text(r).c_str());
   if (r.loader) print_loader(*r.loader);
   if (r.device_decode) print_device_decode(*r.device_decode);
   if (r.kernel_families) {
@@ -216,7 +235,9 @@ void warn_about_result(const report_input& in) {
              "(measure.min_window_s) and more of them");
   if (r.skipped_steps && *r.skipped_steps > 0)
     log_warn(in.prof.name + ": the fp16 loss scaler skipped " + std::to_string(*r.skipped_steps) +
-             " optimizer step(s) for inf/nan gradients (results.amp.skipped_steps)");
+             " optimizer step(s) for inf/nan gradients" + skip_causes_text(r) +
+             " (results.amp.skipped_by_cause: input = the batch held inf/nan, forward = the loss was inf/nan, "
+             "backward = only the scaled gradients overflowed, as while the scale backs off from its start)");
 }
 
 progress_fn make_progress(bool quiet) {

@@ -117,8 +117,7 @@ class graph_step final : public train_step {
   void optimizer_step() override {}
   bool fused() const override { return true; }
   at::Tensor last_loss() const override { return static_loss_; }
-  at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
-  at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  const grad_scaler* scaler() const override { return scaler_ ? &*scaler_ : nullptr; }
   const resnet& model() const override { return model_; }
   std::string describe() const override {
     return "CUDA graph of forward + loss + backward + " + optimizer_->describe() +
@@ -134,6 +133,7 @@ class graph_step final : public train_step {
       autocast_scope amp(c10::kCUDA, amp_dtype(options_.amp), options_.amp != amp_mode::off);
       loss = at::cross_entropy_loss(model_->forward(static_images_), static_labels_);
     }
+    if (scaler_) scaler_->see(loss, static_images_);
     (scaler_ ? scaler_->scale(loss) : loss).backward();
     if (scaler_) {
       optimizer_->step_scaled(*scaler_);

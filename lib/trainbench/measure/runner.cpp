@@ -47,8 +47,7 @@ void runner::run() {
   p_.probe->stop_sampling();
   read_loss(result_.loss_last);
   if (p_.step) {
-    if (auto s = p_.step->skipped_steps(); s.defined()) result_.skipped_steps = std::llround(s.item<double>());
-    if (auto s = p_.step->loss_scale(); s.defined()) result_.loss_scale = s.item<double>();
+    if (const grad_scaler* s = p_.step->scaler()) read_scaler(*s);
   }
   p_.probe->fill(result_.memory, result_.telemetry);
   record_kernel_families();
@@ -328,6 +327,21 @@ void runner::record_sync() {
   result_.allreduce_launched_in_backward.push_back(t.launched_in_backward);
   // Host times mean something only where wait() returns once the data is there (Gloo).
   if (p_.group->host_blocking()) result_.allreduce_span_s.push_back(t.launch_to_done_s);
+}
+
+// After the windows: one copy of the scaler's counts to the host. In a data-parallel run each
+// rank sees only its own batches while the skip is the job's (the gradients are all-reduced), so
+// the causes and the input's range, one rank's view, are left out.
+void runner::read_scaler(const grad_scaler& s) {
+  const at::Tensor all = at::cat({s.skipped_steps().reshape({1}), s.scale_tensor().reshape({1}), s.skip_causes(),
+                                  s.input_abs_max().reshape({1})})
+                             .to(at::kCPU, at::kDouble);
+  const double* v = all.data_ptr<double>();
+  result_.skipped_steps = std::llround(v[0]);
+  result_.loss_scale = v[1];
+  if (p_.group && p_.group->world() > 1) return;
+  result_.skipped_by_cause = std::array<std::int64_t, 3>{std::llround(v[2]), std::llround(v[3]), std::llround(v[4])};
+  result_.input_abs_max = std::isfinite(v[5]) ? std::optional<double>(v[5]) : std::nullopt;
 }
 
 void runner::read_loss(std::optional<double>& into) {

@@ -70,6 +70,7 @@ class runner {
   template <class F>
   void timed(stage_id s, int row, std::int64_t batch, F&& work);
   void read_loss(std::optional<double>& into);
+  void read_scaler(const grad_scaler& s);
   bool more_windows(std::size_t first, int done);
   void record_sync();
   void record_kernel_families();

@@ -321,6 +321,8 @@ json run_result_to_json(const run_result& r) {
           {"loss_first", opt(r.loss_first)},
           {"loss_last", opt(r.loss_last)},
           {"skipped_steps", opt(r.skipped_steps)},
+          {"skipped_by_cause", r.skipped_by_cause ? json(*r.skipped_by_cause) : json(nullptr)},
+          {"input_abs_max", opt(r.input_abs_max)},
           {"loss_scale", opt(r.loss_scale)},
           {"warmup_batches_done", r.warmup_batches_done},
           {"window_batches", r.window_batches},
@@ -362,6 +364,8 @@ run_result run_result_from_json(const json& j) {
   r.loss_first = opt_from<double>(j, "loss_first");
   r.loss_last = opt_from<double>(j, "loss_last");
   r.skipped_steps = opt_from<std::int64_t>(j, "skipped_steps");
+  r.skipped_by_cause = opt_from<std::array<std::int64_t, 3>>(j, "skipped_by_cause");
+  r.input_abs_max = opt_from<double>(j, "input_abs_max");
   r.loss_scale = opt_from<double>(j, "loss_scale");
   r.warmup_batches_done = j.at("warmup_batches_done").get<std::int64_t>();
   r.window_batches = j.at("window_batches").get<int>();
@@ -381,6 +385,34 @@ run_result run_result_from_json(const json& j) {
   r.telemetry.throttle_reasons_seen = opt_from<std::uint64_t>(t, "throttle_reasons_seen");
   return r;
 }
+
+namespace {
+
+// The causes add up only where every round with loss scaling counted them (older state files did
+// not); the input's largest |value| is unknown (null) once a round saw inf or nan.
+void pool_skip_causes(run_result& out, const std::vector<run_result>& rounds) {
+  std::array<std::int64_t, 3> sum{};
+  double amax = 0.0;
+  bool counted = false, complete = true, finite = true;
+  for (const auto& r : rounds) {
+    if (!r.skipped_steps) continue;
+    if (!r.skipped_by_cause) {
+      complete = false;
+      continue;
+    }
+    counted = true;
+    for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += (*r.skipped_by_cause)[k];
+    if (r.input_abs_max)
+      amax = std::max(amax, *r.input_abs_max);
+    else
+      finite = false;
+  }
+  if (!counted || !complete) return;
+  out.skipped_by_cause = sum;
+  if (finite) out.input_abs_max = amax;
+}
+
+}  // namespace
 
 run_result pool_rounds(const std::vector<run_result>& rounds) {
   TB_ASSERT(!rounds.empty(), "pooling no rounds");
@@ -423,6 +455,7 @@ run_result pool_rounds(const std::vector<run_result>& rounds) {
     pool_telemetry(out.telemetry, r.telemetry);
     ++process;
   }
+  pool_skip_causes(out, rounds);
   // The job's scaling efficiency over every round's windows, as one run computes it over its own.
   if (out.dist && out.dist->baseline_samples_per_s && !out.windows.empty()) {
     std::vector<double> rates;

@@ -183,9 +183,19 @@ json kernel_families_json(const kernel_family_result& k) {
           {"top", top}};
 }
 
+json skipped_by_cause_json(const std::optional<std::array<std::int64_t, 3>>& c) {
+  if (!c) return nullptr;
+  json out = json::object();
+  for (std::size_t k = 0; k < c->size(); ++k) out[skip_cause_names[k]] = (*c)[k];
+  return out;
+}
+
 json amp_json(const run_result& r) {
   if (!r.skipped_steps && !r.loss_scale) return nullptr;
-  return {{"skipped_steps", opt(r.skipped_steps)}, {"loss_scale", opt(r.loss_scale)}};
+  return {{"skipped_steps", opt(r.skipped_steps)},
+          {"skipped_by_cause", skipped_by_cause_json(r.skipped_by_cause)},
+          {"input_abs_max", opt(r.input_abs_max)},
+          {"loss_scale", opt(r.loss_scale)}};
 }
 
 // Per window: each phase's seconds per image, the workers' busy share, images decoded per second.

@@ -9,6 +9,10 @@
 
 namespace trainbench {
 
+// Why fp16 loss scaling skipped a step: the input batch held inf or nan; else the loss was inf or
+// nan (the forward pass); else only the scaled gradients overflowed (the backward pass).
+inline constexpr const char* skip_cause_names[3] = {"input", "forward", "backward"};
+
 struct window_result {
   std::int64_t samples = 0;
   double elapsed_s = 0;
@@ -154,6 +158,9 @@ struct run_result {
   std::optional<kernel_family_result> kernel_families;  // runs with a model (not bench-data)
   std::optional<double> loss_first, loss_last;
   std::optional<std::int64_t> skipped_steps;  // fp16 loss scaling: optimizer steps skipped for inf/nan
+  // ... by cause, in the order of skip_cause_names (stages/grad_scaler.hpp says what each means)
+  std::optional<std::array<std::int64_t, 3>> skipped_by_cause;
+  std::optional<double> input_abs_max;  // with it: the largest |input| the step saw; unset if inf/nan
   std::optional<double> loss_scale;
   std::int64_t warmup_batches_done = 0;
   int window_batches = 0;  // batches in each measured window (more than measured_batches with min_window_s)

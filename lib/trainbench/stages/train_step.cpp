@@ -28,6 +28,7 @@ class eager_step final : public train_step {
     autocast_scope amp(options_.device.type(), amp_dtype(options_.amp), options_.amp != amp_mode::off);
     at::Tensor logits = model_->forward(batch.images);
     loss_ = at::cross_entropy_loss(logits, batch.labels);
+    if (scaler_) scaler_->see(loss_, batch.images);
   }
 
   void backward() override {
@@ -48,8 +49,7 @@ class eager_step final : public train_step {
   }
 
   at::Tensor last_loss() const override { return loss_.detach(); }
-  at::Tensor skipped_steps() const override { return scaler_ ? scaler_->skipped_steps() : at::Tensor(); }
-  at::Tensor loss_scale() const override { return scaler_ ? scaler_->scale_tensor() : at::Tensor(); }
+  const grad_scaler* scaler() const override { return scaler_ ? &*scaler_ : nullptr; }
   const resnet& model() const override { return model_; }
   std::string describe() const override { return "eager, " + optimizer_->describe(); }
 

@@ -10,6 +10,7 @@
 #include "trainbench/config/profile.hpp"
 #include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/batch.hpp"
+#include "trainbench/stages/grad_scaler.hpp"
 
 namespace trainbench {
 
@@ -25,8 +26,10 @@ class train_step {
   virtual void prepare() {}
   // Device scalars, read by the runner only outside measured windows.
   virtual at::Tensor last_loss() const = 0;
-  virtual at::Tensor skipped_steps() const { return {}; }
-  virtual at::Tensor loss_scale() const { return {}; }
+  // fp16 loss scaling's state and counts (stages/grad_scaler.hpp); null without it.
+  virtual const grad_scaler* scaler() const { return nullptr; }
+  at::Tensor skipped_steps() const { return scaler() ? scaler()->skipped_steps() : at::Tensor(); }
+  at::Tensor loss_scale() const { return scaler() ? scaler()->scale_tensor() : at::Tensor(); }
   virtual std::string describe() const = 0;
   virtual const resnet& model() const = 0;
   // A CUDA graph's static inputs, which the transfer stage may write into directly.
