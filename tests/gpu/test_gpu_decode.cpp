@@ -47,16 +47,22 @@ loader_options options(bool encoded) {
   return o;
 }
 
+// The decode options of most cases: 64 px, ImageNet's mean and std.
+nvjpeg_options small_options() {
+  nvjpeg_options no;
+  no.image_size = 64;
+  no.mean = {0.485, 0.456, 0.406};
+  no.std = {0.229, 0.224, 0.225};
+  return no;
+}
+
 }  // namespace
 
 TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT tolerance", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto ds = read_image_folder(decode_data(), "train");
   const c10::Device device(c10::kCUDA, 0);
-  nvjpeg_options no;
-  no.image_size = 64;
-  no.mean = {0.485, 0.456, 0.406};
-  no.std = {0.229, 0.224, 0.225};
+  nvjpeg_options no = small_options();
   no.channels_last = GENERATE(false, true);  // the fused kernel writes NCHW or NHWC
   no.copy_stream = GENERATE(false, true);    // on the compute stream or a side stream
   no.dtype = GENERATE(at::kFloat, at::kHalf);  // float, or fp16 written directly for autocast
@@ -97,10 +103,7 @@ TEST_CASE("nvJPEG with a small pinned file ring and a lagging device: every batc
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto ds = read_image_folder(decode_data(), "train");
   const c10::Device device(c10::kCUDA, 0);
-  nvjpeg_options no;
-  no.image_size = 64;
-  no.mean = {0.485, 0.456, 0.406};
-  no.std = {0.229, 0.224, 0.225};
+  nvjpeg_options no = small_options();
   no.copy_stream = true;
   std::string why;
   auto decoder = make_nvjpeg_transfer(device, no, why);
@@ -143,10 +146,7 @@ TEST_CASE("nvJPEG names its side stream to the clock, and no stream without copy
   const c10::Device device(c10::kCUDA, 0);
   for (bool side : {false, true}) {
     INFO((side ? "copy_stream" : "no copy_stream"));
-    nvjpeg_options no;
-    no.image_size = 64;
-    no.mean = {0.485, 0.456, 0.406};
-    no.std = {0.229, 0.224, 0.225};
+    nvjpeg_options no = small_options();
     no.copy_stream = side;
     std::string why;
     auto decoder = make_nvjpeg_transfer(device, no, why);
@@ -220,14 +220,6 @@ fs::path mixed_folder(const std::string& name, int arith, bool broken) {
     write_bytes(root / "train" / (i % 2 ? "b" : "a") / ("img" + std::to_string(i) + ".jpg"), bytes);
   }
   return root;
-}
-
-nvjpeg_options small_options() {
-  nvjpeg_options no;
-  no.image_size = 64;
-  no.mean = {0.485, 0.456, 0.406};
-  no.std = {0.229, 0.224, 0.225};
-  return no;
 }
 
 }  // namespace

@@ -47,6 +47,16 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& v) {
   for (const auto& t : v) out.push_back(t.detach().clone());
   return out;
 }
+
+// A ResNet-18 eager step in fp16 with the grad scaler, seeded.
+std::unique_ptr<train_step> fp16_eager_step(resnet& model) {
+  at::manual_seed(0);
+  model = make_resnet("resnet18", 10);
+  step_options o;
+  o.amp = amp_mode::fp16;
+  o.scaler = true;
+  return make_eager_step(model, o);
+}
 }  // namespace
 
 TEST_CASE("loss halves within a few steps on a fixed batch: fp32, bf16, fp16 with the scaler") {
@@ -176,12 +186,8 @@ TEST_CASE("grad scaler: an inf skips the step and backs off, then growth after t
 }
 
 TEST_CASE("the step counts skipped fp16 steps on the device") {
-  at::manual_seed(0);
-  resnet model = make_resnet("resnet18", 10);
-  step_options o;
-  o.amp = amp_mode::fp16;
-  o.scaler = true;
-  auto step = make_eager_step(model, o);
+  resnet model{nullptr};
+  auto step = fp16_eager_step(model);
   auto batch = fixed_batch(2, 16, 5);
   step->forward(batch);
   step->backward();
@@ -226,12 +232,8 @@ TEST_CASE("the grad scaler tells why each step was skipped: input, forward or ba
 }
 
 TEST_CASE("an fp16 step on a batch holding nan is skipped for its input") {
-  at::manual_seed(0);
-  resnet model = make_resnet("resnet18", 10);
-  step_options o;
-  o.amp = amp_mode::fp16;
-  o.scaler = true;
-  auto step = make_eager_step(model, o);
+  resnet model{nullptr};
+  auto step = fp16_eager_step(model);
   auto batch = fixed_batch(2, 16, 5);
   batch.images[1][2][3][4] = std::numeric_limits<float>::quiet_NaN();
   step->forward(batch);
