@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "gpu/compile_notes.hpp"
 #include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
@@ -18,6 +19,20 @@
 
 using namespace trainbench;
 namespace fs = std::filesystem;
+
+std::vector<std::string> tbgpu::compile_notes(const profile& p, std::int64_t batch) {
+  std::vector<std::string> notes;
+  if (!p.backend.compile) return notes;
+  resnet probe = make_resnet(p.model.arch, p.model.num_classes);
+  probe->to(at::kCUDA);
+  fusion_request fr;
+  fr.device = c10::Device(c10::kCUDA, 0);
+  fr.amp = p.train.amp;
+  fr.channels_last = true;
+  fr.input_shape = {batch, 3, p.data.image_size, p.data.image_size};
+  for (const auto& f : fuse_batch_norm(probe, fr).ineffective) notes.push_back("backend.compile: " + f);
+  return notes;
+}
 
 namespace {
 void require_cuda() {
@@ -251,20 +266,11 @@ TEST_CASE("every ladder rung runs on the GPU with no ineffective switches", "[gp
     const profile p = load_profile(file).value;
     // backend.compile's batch-norm fusions say where they are not built for this device and
     // dtype: those notes, as fuse_batch_norm gives them, and nothing else.
-    std::vector<std::string> notes;
     if (p.backend.compile) {
-      resnet probe = make_resnet(p.model.arch, p.model.num_classes);
-      probe->to(at::kCUDA);
-      fusion_request fr;
-      fr.device = c10::Device(c10::kCUDA, 0);
-      fr.amp = p.train.amp;
-      fr.channels_last = true;
-      fr.input_shape = {p.train.batch_size, 3, p.data.image_size, p.data.image_size};
-      for (const auto& f : fuse_batch_norm(probe, fr).ineffective) notes.push_back("backend.compile: " + f);
       CHECK(j["effective"]["compile"].back() == "cuda_graph");
       CHECK(j["effective"]["channels_last"] == true);
     }
-    CHECK(j["effective"]["notes"].get<std::vector<std::string>>() == notes);
+    CHECK(j["effective"]["notes"].get<std::vector<std::string>>() == tbgpu::compile_notes(p, p.train.batch_size));
     CHECK(j["effective"]["cuda_graph"].get<bool>() == (p.backend.cuda_graph || p.backend.compile));
     CHECK(j["effective"]["copy_stream"].get<bool>() == p.transfer.copy_stream);
     CHECK(j["effective"]["pin_memory"].get<bool>() ==

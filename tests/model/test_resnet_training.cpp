@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "gpu/compile_notes.hpp"
 #include "gpu/exact_math.hpp"
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -181,6 +182,21 @@ TEST_CASE("the ResNet-50 ladder validates, and its top rungs are NVIDIA's recipe
   CHECK(jpeg.train.amp == through_loader.train.amp);
   CHECK(jpeg.model.channels_last);
   CHECK(jpeg.transfer.copy_stream);
+  // 09 and 10: 07's and 08's step compiled, nothing else changed (the MLPerf goal's rung, and it on JPEGs).
+  const profile graphed = load_profile(tbtest::source_dir() / "configs/resnet50/07-cuda-graph.yaml").value;
+  const profile compiled = load_profile(tbtest::source_dir() / "configs/resnet50/09-compile.yaml").value;
+  const profile compiled_jpeg =
+      load_profile(tbtest::source_dir() / "configs/resnet50/10-compile-imagefolder.yaml").value;
+  CHECK(compiled.backend.compile);
+  CHECK(compiled_jpeg.backend.compile);
+  profile uncompiled = compiled, uncompiled_jpeg = compiled_jpeg;
+  uncompiled.backend.compile = uncompiled_jpeg.backend.compile = false;
+  CHECK(workload_hash(uncompiled) == workload_hash(graphed));
+  CHECK(workload_hash(uncompiled_jpeg) == workload_hash(jpeg));
+  CHECK(compiled.data.source == data_source::device_synthetic);
+  CHECK(compiled_jpeg.data.decode == decode_place::device);
+  CHECK(compiled_jpeg.train.batch_size == jpeg.train.batch_size);
+  CHECK(compiled_jpeg.transfer.copy_stream);
 }
 
 // The ResNet-50 graph-versus-eager comparison's setup, shared by its [gpu] test and the CPU test
@@ -288,7 +304,9 @@ TEST_CASE("the ResNet-50 ladder runs on the GPU, batch_size: auto finds a batch,
     CHECK(r.code == 0);
     const auto j = tbtest::read_json(report);
     CHECK(j["status"] == "ok");
-    CHECK(j["effective"]["notes"].empty());
+    // The compiled rungs (09, 10) note only what fuse_batch_norm leaves unfused on this GPU.
+    CHECK(j["effective"]["notes"].get<std::vector<std::string>>() == tbgpu::compile_notes(p, 32));
+    if (p.backend.compile) CHECK(j["effective"]["compile"].back() == "cuda_graph");
     // 25,557,032 with torchvision's 1000 classes; the classifier has 2048 weights and a bias per class.
     CHECK(j["model"]["parameters"] == 25557032 - 2049 * (1000 - p.model.num_classes));
     CHECK(j["model"]["forward_flops_per_sample"].get<double>() ==
