@@ -141,8 +141,8 @@ def goals_section(ladder, plus, ref, bottleneck_dir):
 
 def imagenet_section(reports):
     print("\n## JPEG folders (configs/imagenet)\n")
-    print("| rung | samples/s | decode | decode ms / image (host) | loader busy | notes |")
-    print("|---|---:|---|---:|---:|---|")
+    print("| rung | samples/s | decode | decode ms / image (host) | loader busy | copy stream beside the step | notes |")
+    print("|---|---:|---|---:|---:|---:|---|")
     for name, r in reports.items():
         eff, res = r.get("effective") or {}, r.get("results") or {}
         loader = res.get("loader") or {}
@@ -150,22 +150,29 @@ def imagenet_section(reports):
         busy = (loader.get("busy_share") or {}).get("median")
         notes = notes_of(r)
         print(f"| {name}{partial(r)} | {fmt(median(r))} | {eff.get('decode', '?')} | {fmt(1000 * dec, 3) if dec else '–'} | "
-              f"{fmt(100 * busy) + '%' if busy is not None else '–'} | {notes} |")
+              f"{fmt(100 * busy) + '%' if busy is not None else '–'} | {overlap_text(r)} | {notes} |")
+    print("\n`copy stream beside the step`: `results.h2d_overlap_share`, the share of the copy stream's time (with "
+          "`data.decode: device`, the decode and crop) that ran while the step ran.")
+
+
+def overlap_text(r):
+    share = (r.get("results") or {}).get("h2d_overlap_share")
+    return f"{100 * share:.1f}%" if isinstance(share, (int, float)) else "–"
 
 
 def resnet50_section(reports):
     print("\n## ResNet-50 to NVIDIA's recipe (configs/resnet50)\n")
     print(f"NVIDIA's published figures: {NVIDIA_R50}.\n")
     print("| rung | samples/s | model TFLOP/s | share of tensor-core peak | batch | fp16 steps skipped "
-          "(input / forward / backward) | notes |")
-    print("|---|---:|---:|---:|---:|---|---|")
+          "(input / forward / backward) | copy stream beside the step | notes |")
+    print("|---|---:|---:|---:|---:|---|---:|---|")
     for name, r in reports.items():
         eff, c = r.get("effective") or {}, (r.get("results") or {}).get("compute") or {}
         fl, share = c.get("model_flops_per_s"), c.get("share_of_peak")
         notes = notes_of(r)
         print(f"| {name}{partial(r)} | {fmt(median(r))} | {fmt(fl / 1e12 if fl else None)} | "
               f"{fmt(100 * share) + '%' if share is not None else '–'} | {eff.get('batch_size', '?')} | "
-              f"{skipped_text(r)} | {notes} |")
+              f"{skipped_text(r)} | {overlap_text(r)} | {notes} |")
 
 
 def skipped_text(r):
@@ -261,8 +268,9 @@ def jpeg_vs_device_made(r50):
                          twin, 0.9, "at least 0.9x"))
 
 
-def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None):
+def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
     """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
+    imagenet = imagenet or {}
     print("\n## The goals of the compiled step and GPU input, as measured here\n")
     loops = {f"ladder/{n}": median(r) for n, r in ladder.items() if median(r) and not is_ceiling(r)}
     loops.update({f"ladder-plus/{n}": median(r) for n, r in plus.items() if median(r) and not is_ceiling(r)})
@@ -284,6 +292,17 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     print(ratio_line("ResNet-50 recipe / MLPerf's 7,951 images/s on the H200", best_syn,
                      (MLPERF_R50_H200, "MLPerf"), 1.0, "at least 1.0x"))
     jpeg_vs_device_made(r50)
+    host = next(((median(r), f"imagenet/{n}{partial(r)}") for n, r in imagenet.items()
+                 if n.startswith("04-") and median(r)), (None, "imagenet/04 (host decode)"))
+    dev = next(((median(r), f"imagenet/{n}{partial(r)}") for n, r in imagenet.items()
+                if n.startswith("05-") and median(r)), (None, "imagenet/05 (device decode)"))
+    print(ratio_line("ResNet-18 on JPEGs: device decode / host decode, same step", dev, host, 1.0, "at least 1.0x"))
+    decoded = [(f"{part}/{n}", r) for part, reports in (("imagenet", imagenet), ("resnet50", r50))
+               for n, r in reports.items() if (r.get("effective") or {}).get("decode") == "device" and median(r)]
+    for name, r in decoded:
+        share = (r.get("results") or {}).get("h2d_overlap_share")
+        verdict = "not measured" if share is None else ("met" if share >= 0.9 else "not met")
+        print(f"- decode beside the step (`h2d_overlap_share`), {name}: {overlap_text(r)} (goal at least 90%: {verdict}).")
     fp16 = next(((median(r), f"ladder-plus/{n}") for n, r in plus.items()
                  if (r.get("effective") or {}).get("amp") == "fp16" and not is_ceiling(r) and "tf32" in n),
                 (None, "ladder-plus fp16 rung"))
@@ -291,6 +310,10 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
                  if (r.get("effective") or {}).get("amp") == "bf16" and not is_ceiling(r)),
                 (None, "ladder-plus bf16 rung"))
     print(ratio_line("bf16 / fp16 (ladder-plus)", bf16, fp16, 0.95, "within 5%"))
+    by_amp = {(r.get("effective") or {}).get("amp"): (median(r), f"best/{n}{partial(r)}")
+              for n, r in (best or {}).items() if median(r)}
+    print(ratio_line("bf16 / fp16, compiled step (best)", by_amp.get("bf16", (None, "best bf16 rung")),
+                     by_amp.get("fp16", (None, "best fp16 rung")), 0.95, "within 5%"))
     dev, host = decode.get("device"), decode.get("host")
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None
@@ -526,7 +549,7 @@ def main():
     failures = []
     bdir = last_existing(dirs, "bottleneck")
     goals_section(ladder, plus, ref, bdir)
-    goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best, ref_best)
+    goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best, ref_best, imagenet)
     ladder_section(ladder, ref)
     svg = last_existing(dirs, "ladder", "ladder.svg")
     if svg:
