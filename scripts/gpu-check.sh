@@ -396,6 +396,10 @@ if start plus; then
   # trainbench's side of PyTorch's best configuration (configs/best: the same profiles the reference ran).
   if ls configs/best/*.yaml > /dev/null 2>&1; then
     within $TB ladder configs/best --out "$out/best" --rounds $rounds_other --quiet "${sets[@]}"
+    # The fp16 compiled step with its ReLU fusions on cuDNN's batch-norm Ex call instead of the
+    # graphs (backend.fused_batch_norm: ex): which of the two routes is faster (the page's best table).
+    within $TB run -q -c configs/best/00-compile-fp16.yaml --set backend.fused_batch_norm=ex \
+      --processes $rounds_other "${sets[@]}" --out "$out/best/00-compile-fp16-ex.json" || echo "best fp16 ex failed"
   else
     echo "plus: no configs/best: skipped"
   fi

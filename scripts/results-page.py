@@ -311,7 +311,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
                 (None, "ladder-plus bf16 rung"))
     print(ratio_line("bf16 / fp16 (ladder-plus)", bf16, fp16, 0.95, "within 5%"))
     by_amp = {(r.get("effective") or {}).get("amp"): (median(r), f"best/{n}{partial(r)}")
-              for n, r in (best or {}).items() if median(r)}
+              for n, r in (best or {}).items() if median(r) and not n.endswith("-ex")}
     print(ratio_line("bf16 / fp16, compiled step (best)", by_amp.get("bf16", (None, "best bf16 rung")),
                      by_amp.get("fp16", (None, "best fp16 rung")), 0.95, "within 5%"))
     dev, host = decode.get("device"), decode.get("host")

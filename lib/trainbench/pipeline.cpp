@@ -43,6 +43,20 @@ std::string compile_part_not_run(const std::string& part, const std::string& why
   return "backend.compile: " + part + " not run here: " + why;
 }
 
+// backend.fused_batch_norm as fuse_batch_norm's route; `ex` outside fp16 is ineffective (noted by
+// ineffective_switches), and the run takes the default route.
+fused_route fusion_route(const profile& p) {
+  switch (p.backend.fused_batch_norm) {
+    case fused_bn_route::graph:
+      return fused_route::graph;
+    case fused_bn_route::ex:
+      return p.train.amp == amp_mode::fp16 ? fused_route::ex_call : fused_route::graph_then_ex;
+    case fused_bn_route::automatic:
+      break;
+  }
+  return fused_route::graph_then_ex;
+}
+
 // backend.compile lays the whole run out in NHWC, whatever model.channels_last says: the loader,
 // the device preprocessing, the graph's static inputs and the weights all follow that key.
 profile with_compile_layout(const profile& requested) {
@@ -388,6 +402,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       fr.amp = p.train.amp;
       fr.channels_last = true;
       fr.input_shape = shape;
+      fr.route = fusion_route(p);
       const fusion_outcome fused = fuse_batch_norm(model, fr);
       for (const auto& f : fused.applied) e.compile.push_back(f);
       for (const auto& f : fused.ineffective) e.notes.push_back("backend.compile: " + f);

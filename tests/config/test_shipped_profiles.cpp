@@ -131,6 +131,38 @@ TEST_CASE("the rules of --strict on CUDA, judged on the CPU: a copy stream with 
   CHECK(cpu[0].why.find("the device is cpu") != std::string::npos);
 }
 
+TEST_CASE("backend.fused_batch_norm is judged ineffective without compile, off CUDA, and ex outside fp16") {
+  profile p;
+  p.backend.fused_batch_norm = fused_bn_route::graph;
+  auto why = [](const profile& q, const device_kind& d) {
+    for (const auto& s : ineffective_switches(q, d))
+      if (s.key == "backend.fused_batch_norm") return s.why;
+    return std::string();
+  };
+  const device_kind gpu{true, "cuda:0", true}, cpu{false, "cpu", true};
+  CHECK(why(p, gpu).find("backend.compile is off") != std::string::npos);
+  p.backend.compile = true;
+  CHECK(why(p, gpu).empty());
+  CHECK(why(p, cpu).find("the device is cpu") != std::string::npos);
+  p.backend.fused_batch_norm = fused_bn_route::ex;
+  p.train.amp = amp_mode::bf16;
+  CHECK(why(p, gpu).find("fp16 activations only (train.amp: bf16)") != std::string::npos);
+  p.train.amp = amp_mode::fp16;
+  CHECK(why(p, gpu).empty());
+  p.backend.fused_batch_norm = fused_bn_route::automatic;  // the default is never named
+  p.backend.compile = false;
+  CHECK(why(p, cpu).empty());
+  // Loaded from YAML by its names; another is refused, naming the three.
+  const auto dir = tbtest::scratch("fused-bn-route");
+  tbtest::write_text(dir / "ex.yaml", "name: ex\nbackend: {compile: true, fused_batch_norm: ex}\n");
+  CHECK(load_profile(dir / "ex.yaml").value.backend.fused_batch_norm == fused_bn_route::ex);
+  tbtest::write_text(dir / "bad.yaml", "name: bad\nbackend: {fused_batch_norm: mask}\n");
+  const auto r = tbtest::run_cli("validate '" + (dir / "bad.yaml").string() + "'");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("backend.fused_batch_norm") != std::string::npos);
+  CHECK(r.output.find("auto, graph, ex") != std::string::npos);
+}
+
 TEST_CASE("data.decode_off_engines: device is judged ineffective where nvJPEG does not decode") {
   profile p;
   p.data.source = data_source::imagefolder;

@@ -17,6 +17,7 @@
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
+#include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/stages/train_step.hpp"
@@ -87,6 +88,15 @@ void check_against(const result& f, const result& r, at::ScalarType dtype, bool 
   CHECK(close(f.running_var, r.running_var, 0, t.stats_rtol));
 }
 
+// The call the compiled step makes for a fusion the probe passed: relu(bn(x) [+ r]) in the graph
+// form it chose, or through cuDNN's batch-norm Ex call where it chose that; bn(x) for the plain one.
+at::Tensor probed_call(const cudnn_fusion_check& c, bool plain, torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                       const at::Tensor& r, bool unbias) {
+  if (plain) return cudnn_batch_norm(bn, x, unbias);
+  if (c.ex_call) return cudnn_ex_batch_norm_relu(bn, x, r, unbias);
+  return cudnn_batch_norm_relu(bn, x, r, unbias, c.relu_from_output);
+}
+
 // Two copies of an architecture on the GPU in channels_last with the same weights and statistics.
 std::pair<resnet, resnet> twins(const std::string& arch) {
   at::manual_seed(0);
@@ -154,18 +164,23 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
                      << " batch variance into the running variance (batch norm + ReLU), the "
                      << kind(probe.bn_add_relu) << " one (+ add + ReLU), the " << kind(probe.batch_norm)
                      << " one (plain)");
-    auto form = [](const cudnn_fusion_check& c) { return c.relu_from_output ? "from the output" : "a bit mask"; };
+    auto form = [](const cudnn_fusion_check& c) {
+      if (c.ex_call) return "cuDNN's Ex call (no graph form built)";
+      return c.relu_from_output ? "from the output" : "a bit mask";
+    };
     WARN(name(dtype) << ": the ReLU's gradient: " << form(probe.bn_relu) << " (batch norm + ReLU), "
                      << form(probe.bn_add_relu) << " (+ add + ReLU); the mask's refusal, where it was: '"
-                     << probe.bn_relu.mask_refusal << "' / '" << probe.bn_add_relu.mask_refusal << "'");
+                     << probe.bn_relu.mask_refusal << "' / '" << probe.bn_add_relu.mask_refusal
+                     << "'; the graphs' refusal, where the Ex call runs: '" << probe.bn_relu.graph_refusal << "' / '"
+                     << probe.bn_add_relu.graph_refusal << "'");
     for (const int variant : {0, 1, 2}) {  // + ReLU, + add + ReLU, plain
       const bool add = variant == 1, plain = variant == 2;
       const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
       if (!check.works) continue;
-      const bool unbias = check.unbias, from_output = check.relu_from_output;
-      auto fused_op = [unbias, plain, from_output](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
-                                                   const at::Tensor& r) {
-        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias, from_output);
+      const bool unbias = check.unbias;
+      auto fused_op = [&check, unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                             const at::Tensor& r) {
+        return probed_call(check, plain, bn, x, r, unbias);
       };
       auto reference_op = [plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
         return plain ? reference_batch_norm(bn, x) : reference_batch_norm_relu(bn, x, r);
@@ -242,10 +257,9 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
       const batch_norm_problem p = make_batch_norm_problem({16, 128, 14, 14}, dtype, add, 5, gpu);
       // With ReLU, the form the probe chose, as the compile rung runs it.
       const cudnn_fusion_check& check = plain ? probe.batch_norm : add ? probe.bn_add_relu : probe.bn_relu;
-      const bool from_output = check.relu_from_output;
       {
         torch::nn::BatchNorm2d shape_of = module(p);
-        const std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add, from_output);
+        const std::string refused = cudnn_batch_norm_refusal(*shape_of, p.x.sizes(), dtype, !plain, add, check);
         if (plain && (!check.works || !refused.empty())) {
           WARN("the plain fused batch norm is not run: " << (check.works ? refused : check.why));
           continue;
@@ -254,9 +268,9 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
         REQUIRE(check.works);
         REQUIRE(refused.empty());
       }
-      auto fused_op = [unbias, plain, from_output](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
-                                                   const at::Tensor& r) {
-        return plain ? cudnn_batch_norm(bn, x, unbias) : cudnn_batch_norm_relu(bn, x, r, unbias, from_output);
+      auto fused_op = [&check, unbias, plain](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                             const at::Tensor& r) {
+        return probed_call(check, plain, bn, x, r, unbias);
       };
       const result eager = run(p, add, fused_op);
       // Warm-up on a side stream builds the graphs for this shape (on this thread's and autograd's
@@ -296,20 +310,105 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
   }
 }
 
+// The second route of the two ReLU fusions, whatever the probe picks on this GPU: the next GPU
+// run says whether cuDNN 9 still runs the Ex calls with the add and the ReLU on it, and how close.
+TEST_CASE("fused batch norm on the GPU: cuDNN's batch-norm Ex call with ReLU, and with add + ReLU, matches the reference in fp16, eager and in a CUDA graph",
+          "[gpu]") {
+  require_cuda();
+  REQUIRE(cudnn_ex_unavailable(at::kHalf).empty());
+  for (const bool add : {false, true}) {
+    for (const std::array<std::int64_t, 4> shape : {std::array<std::int64_t, 4>{16, 64, 28, 28},
+                                                    std::array<std::int64_t, 4>{32, 512, 7, 7},
+                                                    std::array<std::int64_t, 4>{8, 96, 9, 9}}) {
+      INFO((add ? "with add" : "no add") << ", shape " << shape[0] << "x" << shape[1] << "x" << shape[2] << "x"
+                                         << shape[3]);
+      const batch_norm_problem p = make_batch_norm_problem(shape, at::kHalf, add, 11, gpu);
+      {
+        torch::nn::BatchNorm2d shape_of = module(p);
+        const std::string refused = cudnn_ex_refusal(*shape_of, p.x.sizes(), at::kHalf, add);
+        INFO("cuDNN: " << refused);
+        REQUIRE(refused.empty());
+      }
+      // Which batch variance its running variance holds (PyTorch's own cuDNN batch norm relies on
+      // the unbiased one).
+      bool unbias = false;
+      {
+        torch::nn::BatchNorm2d bn = module(p);
+        const at::Tensor before = bn->running_var.clone();
+        const at::NoGradGuard no_grad;
+        cudnn_ex_batch_norm_relu(*bn, p.x, add ? p.residual : at::Tensor());
+        const running_var_kind k = classify_running_var(bn->running_var, before, p.x, 0.1);
+        WARN("the Ex call puts the " << running_var_kind_name(k) << " batch variance into the running variance");
+        REQUIRE(k != running_var_kind::neither);
+        unbias = k == running_var_kind::biased;
+      }
+      auto ex_op = [unbias](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return cudnn_ex_batch_norm_relu(bn, x, r, unbias);
+      };
+      const result eager = run(p, add, ex_op);
+      const result ref = run(p, add, [](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r) {
+        return reference_batch_norm_relu(bn, x, r);
+      });
+      check_against(eager, ref, at::kHalf, add);
+      // Captured: forward and backward in one CUDA graph, after a warm-up on the capture's stream.
+      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+      c10::cuda::device_synchronize();
+      at::cuda::CUDAGraph graph;
+      torch::nn::BatchNorm2d bn = module(p);
+      const at::Tensor x = p.x.detach().requires_grad_();
+      const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
+      at::Tensor y;
+      {
+        const c10::cuda::CUDAStreamGuard guard(side);
+        run(p, add, ex_op);
+        c10::cuda::device_synchronize();
+        graph.capture_begin();
+        y = ex_op(*bn, x, r);
+        y.backward(p.dy);
+        graph.capture_end();
+      }
+      c10::cuda::device_synchronize();
+      graph.replay();
+      c10::cuda::device_synchronize();
+      const fused_tolerance t = fused_batch_norm_tolerance(at::kHalf);
+      CHECK(close(y, eager.y, t.atol / 10, t.rtol / 10));
+      CHECK(close(x.grad(), eager.dx, t.atol / 10, t.rtol / 10));
+      if (add) CHECK(close(r.grad(), eager.dr, t.atol / 10, t.rtol / 10));
+      CHECK(close(bn->weight.grad(), eager.dw, 0, 1e-4));
+      CHECK(close(bn->running_var, eager.running_var, 0, 1e-5));
+      CHECK(bn->num_batches_tracked.item<std::int64_t>() == 1);
+    }
+  }
+}
+
 TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch norm train like the unfused model, fp16 and bf16",
           "[gpu]") {
   require_cuda();
+  struct variant {
+    amp_mode amp;
+    fused_route route;
+  };
+  // fp16 twice: the route the probe picks, and cuDNN's Ex call alone (the graphs' fallback).
   for (const std::string arch : {"resnet18", "resnet50"}) {
-    for (const auto amp : {amp_mode::fp16, amp_mode::bf16}) {
+    for (const variant v : {variant{amp_mode::fp16, fused_route::graph_then_ex},
+                            variant{amp_mode::bf16, fused_route::graph_then_ex},
+                            variant{amp_mode::fp16, fused_route::ex_call}}) {
+      const amp_mode amp = v.amp;
       const bool fp16 = amp == amp_mode::fp16;
-      INFO(arch << (fp16 ? " fp16" : " bf16"));
+      INFO(arch << (fp16 ? " fp16" : " bf16") << (v.route == fused_route::ex_call ? ", cuDNN's Ex call" : ""));
       auto [fused, plain] = twins(arch);
       fusion_request req;
       req.device = gpu;
       req.amp = amp;
       req.channels_last = true;
       req.input_shape = {32, 3, 64, 64};  // every shape checked against cuDNN before the first step
-      require_block_fusions(fuse_batch_norm(fused, req));
+      req.route = v.route;
+      const fusion_outcome o = fuse_batch_norm(fused, req);
+      require_block_fusions(o);
+      if (v.route == fused_route::ex_call) {
+        CHECK(o.applied[0].find("Ex call") != std::string::npos);
+        CHECK(o.applied[1].find("Ex call") != std::string::npos);
+      }
       step_options so;
       so.device = gpu;
       so.amp = amp;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/model/resnet.hpp"
@@ -308,11 +310,30 @@ TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports every
   CHECK(o.ineffective[0].size() > std::string("batch norm + ReLU: ").size());
   CHECK(o.ineffective[1].rfind("batch norm + add + ReLU: ", 0) == 0);
   CHECK(o.ineffective[2].rfind("downsample batch norm: ", 0) == 0);
+  // In fp16 the two ReLU fusions try cuDNN's batch-norm Ex call after the graphs; the plain one does not
+  // (a build without the frontend's headers probes neither).
+  if (cuda_code_compiled() && o.ineffective[0].find("frontend headers were not found") == std::string::npos) {
+    CHECK(o.ineffective[0].find("cuDNN's Ex call: ") != std::string::npos);
+    CHECK(o.ineffective[1].find("cuDNN's Ex call: ") != std::string::npos);
+    CHECK(o.ineffective[2].find("Ex call") == std::string::npos);
+  }
   // The model still runs its unfused ops.
   m->eval();
   plain->eval();
   const at::Tensor x = at::randn({2, 3, 32, 32});
   CHECK(at::equal(m->forward(x), plain->forward(x)));
+}
+
+// The second route of the ReLU fusions dlsyms cuDNN's batch-norm Ex functions from the
+// libcudnn.so.9 torch has loaded: a misspelt or missing name shows here, not first on a GPU.
+TEST_CASE("cuDNN's batch-norm Ex call: its functions are found in the cuDNN torch loads, for fp16 only") {
+  if (!cuda_code_compiled()) {
+    CHECK_FALSE(cudnn_ex_unavailable(at::kHalf).empty());
+    return;
+  }
+  CHECK(cudnn_ex_unavailable(at::kHalf).empty());
+  CHECK(cudnn_ex_unavailable(at::kBFloat16).find("fp16 activations only") != std::string::npos);
+  CHECK(cudnn_ex_unavailable(at::kFloat).find("fp16 activations only") != std::string::npos);
 }
 
 TEST_CASE("batch_norm_sites: every batch-norm call of a forward, its fusion and shape at the batch, the model left as it was") {

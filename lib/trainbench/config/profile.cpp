@@ -84,6 +84,18 @@ const char* to_string(decode_place v) { return v == decode_place::host ? "host" 
 
 const char* to_string(bad_file_policy v) { return v == bad_file_policy::error ? "error" : "skip"; }
 
+const char* to_string(fused_bn_route v) {
+  switch (v) {
+    case fused_bn_route::automatic:
+      return "auto";
+    case fused_bn_route::graph:
+      return "graph";
+    case fused_bn_route::ex:
+      return "ex";
+  }
+  return "?";
+}
+
 bool grad_scaler_enabled(const train_config& t) {
   if (t.grad_scaler == switch_mode::automatic) return t.amp == amp_mode::fp16;
   return t.grad_scaler == switch_mode::on;

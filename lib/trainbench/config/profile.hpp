@@ -16,6 +16,7 @@ enum class dist_backend { none, automatic, gloo, nccl };
 enum class data_transform { train, eval };
 enum class decode_place { host, device };
 enum class bad_file_policy { error, skip };
+enum class fused_bn_route { automatic, graph, ex };
 
 struct model_config {
   std::string arch = "resnet18";
@@ -87,6 +88,9 @@ struct backend_config {
   bool cuda_graph = false;
   // What a compiler does for this model family: NHWC, batch-norm fusions, fused SGD, one graph.
   bool compile = false;
+  // How backend.compile fuses batch norm with ReLU (and the add) on a GPU: cuDNN's graphs, then in
+  // fp16 its batch-norm Ex call (auto); or one of them only.
+  fused_bn_route fused_batch_norm = fused_bn_route::automatic;
 };
 
 struct measure_config {
@@ -141,6 +145,7 @@ const char* to_string(dist_backend v);
 const char* to_string(data_transform v);
 const char* to_string(decode_place v);
 const char* to_string(bad_file_policy v);
+const char* to_string(fused_bn_route v);
 
 // Whether fp16 loss scaling is on, after resolving `auto`.
 bool grad_scaler_enabled(const train_config& t);

@@ -422,6 +422,8 @@ void visit(V& v, profile& p) {
     v.field("tf32", p.backend.tf32);
     v.field("cuda_graph", p.backend.cuda_graph);
     v.field("compile", p.backend.compile);
+    v.choice("fused_batch_norm", p.backend.fused_batch_norm,
+             {fused_bn_route::automatic, fused_bn_route::graph, fused_bn_route::ex});
   });
   v.block("measure", [&] {
     v.field("warmup_batches", p.measure.warmup_batches);

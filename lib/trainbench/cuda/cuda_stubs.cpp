@@ -1,6 +1,7 @@
 // Built only when LibTorch has no CUDA: every entry point says so.
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
+#include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/util/error.hpp"
@@ -27,7 +28,7 @@ std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_o
   why = "this trainbench was built against a LibTorch without CUDA";
   return nullptr;
 }
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_route) {
   const char* why = "this trainbench was built against a LibTorch without CUDA";
   cudnn_fusion_probe p;
   for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = why;
@@ -40,11 +41,22 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntA
                                      bool) {
   return "this trainbench was built against a LibTorch without CUDA";
 }
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
+                                     const cudnn_fusion_check&) {
+  return "this trainbench was built against a LibTorch without CUDA";
+}
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool,
                                     bool) {
   no_cuda();
 }
 torch::Tensor cudnn_batch_norm(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, bool) { no_cuda(); }
+std::string cudnn_ex_unavailable(at::ScalarType) { return "this trainbench was built against a LibTorch without CUDA"; }
+torch::Tensor cudnn_ex_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool) {
+  no_cuda();
+}
+std::string cudnn_ex_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool) {
+  return "this trainbench was built against a LibTorch without CUDA";
+}
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int, int, c10::Device,
                                                     std::chrono::milliseconds) {
   no_cuda();

@@ -23,8 +23,10 @@
 
 #include <dlfcn.h>
 
+#include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/util/log.hpp"
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -488,20 +490,21 @@ class cudnn_ops final : public batch_norm_ops {
       : device_(device), dtype_(dtype), probe_(probe) {}
   torch::Tensor bn_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
     const cudnn_fusion_check& c = probe_.bn_relu;
-    if (!c.works || !takes(bn, x) || !builds(bn, x, true, false, !c.relu_from_output)) return bn.forward(x).relu_();
-    return fused_call(bn, x, at::Tensor(), true, !c.relu_from_output, c.unbias);
+    if (!c.works || !takes(bn, x) || !builds(bn, x, true, false, c)) return bn.forward(x).relu_();
+    return relu_call(bn, x, at::Tensor(), c);
   }
   torch::Tensor bn_add_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& residual) override {
     const cudnn_fusion_check& c = probe_.bn_add_relu;
     if (!c.works || !takes(bn, x) || residual.sizes() != x.sizes() || residual.device() != x.device() ||
-        !builds(bn, x, true, true, !c.relu_from_output))
+        !builds(bn, x, true, true, c))
       return bn.forward(x).add_(residual).relu_();
-    return fused_call(bn, x, residual, true, !c.relu_from_output, c.unbias);
+    return relu_call(bn, x, residual, c);
   }
   torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
-    if (!probe_.batch_norm.works || !takes(bn, x) || !builds(bn, x, false, false, false)) return bn.forward(x);
-    return fused_call(bn, x, at::Tensor(), false, false, probe_.batch_norm.unbias);
+    const cudnn_fusion_check& c = probe_.batch_norm;
+    if (!c.works || !takes(bn, x) || !builds(bn, x, false, false, c)) return bn.forward(x);
+    return fused_call(bn, x, at::Tensor(), false, false, c.unbias);
   }
 
  private:
@@ -510,10 +513,19 @@ class cudnn_ops final : public batch_norm_ops {
            bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat &&
            bn.running_var.scalar_type() == at::kFloat && cudnn_batch_norm_fits(x.numel());
   }
-  static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add, bool mask) {
+  // The route and form the probe chose for this fusion: a graph (bit mask or saved output) or, in
+  // fp16, cuDNN's Ex call.
+  static at::Tensor relu_call(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual,
+                              const cudnn_fusion_check& c) {
+    if (c.ex_call) return cudnn_ex_batch_norm_relu(bn, x, residual, c.unbias);
+    return fused_call(bn, x, residual, true, !c.relu_from_output, c.unbias);
+  }
+  static bool builds(const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, bool relu, bool add,
+                     const cudnn_fusion_check& c) {
     const c10::cuda::CUDAGuard guard(x.device());  // the handle and the capture check are the device's
+    if (c.ex_call) return cudnn_ex_refusal(bn, x.sizes(), x.scalar_type(), add).empty();
     return graph_cache::instance()
-        .refusal(key_of(x, relu, add, mask, bn.options.eps(), *bn.options.momentum()))
+        .refusal(key_of(x, relu, add, relu && !c.relu_from_output, bn.options.eps(), *bn.options.momentum()))
         .empty();
   }
   c10::Device device_;
@@ -531,11 +543,16 @@ std::string differs(const char* what, const at::Tensor& a, const at::Tensor& b, 
   return os.str();
 }
 
+// A fused call under probe: relu(bn(x) [+ residual]) (bn(x) without relu), correcting the running
+// variance where `unbias`.
+using probed_call = std::function<at::Tensor(torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                             const at::Tensor& residual, bool unbias)>;
+
 // One fusion on a small problem, against the reference: "" when it matches. First which batch
-// variance the graph's running variance holds, from a forward call (`unbias` where it is the biased
-// one), then the whole call with that correction: outputs, gradients and statistics within the
-// dtype's tolerance, and the running variance as PyTorch's, tightly.
-std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool add, bool mask_form,
+// variance its running variance holds, from a forward call (`unbias` where it is the biased one),
+// then the whole call with that correction: outputs, gradients and statistics within the dtype's
+// tolerance, and the running variance as PyTorch's, tightly.
+std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool add, const probed_call& call,
                       bool& unbias) {
   const at::AutoGradMode grad_mode(true);
   const c10::cuda::CUDAGuard guard(device);
@@ -554,7 +571,7 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool 
     torch::nn::BatchNorm2d bn = module();
     const at::Tensor before = bn->running_var.clone();
     const at::NoGradGuard no_grad;
-    fused_call(*bn, p.x, add ? p.residual : at::Tensor(), relu, mask_form, false);
+    call(*bn, p.x, add ? p.residual : at::Tensor(), false);
     const running_var_kind kind = classify_running_var(bn->running_var, before, p.x, momentum);
     if (kind == running_var_kind::neither) return std::string("running_var holds ") + running_var_kind_name(kind);
     unbias = kind == running_var_kind::biased;
@@ -564,7 +581,7 @@ std::string probe_one(c10::Device device, at::ScalarType dtype, bool relu, bool 
   const at::Tensor xf = p.x.detach().requires_grad_(), xr = p.x.detach().requires_grad_();
   const at::Tensor rf = add ? p.residual.detach().requires_grad_() : at::Tensor();
   const at::Tensor rr = add ? p.residual.detach().requires_grad_() : at::Tensor();
-  const at::Tensor yf = fused_call(*fused, xf, rf, relu, mask_form, unbias);
+  const at::Tensor yf = call(*fused, xf, rf, unbias);
   const at::Tensor yr = relu ? reference_batch_norm_relu(*reference, xr, rr) : reference_batch_norm(*reference, xr);
   yf.backward(p.dy);
   yr.backward(p.dy);
@@ -593,21 +610,40 @@ c10::Device indexed(c10::Device device) {
 
 }  // namespace
 
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype, fused_route route) {
   cudnn_fusion_probe out;
   struct kind {
     cudnn_fusion_check* check;
     bool relu, add;
   };
-  // "" where the form works, else why not.
+  // "" where the graph form works, else why not.
   auto attempt = [&](bool relu, bool add, bool mask_form, bool& unbias) {
     try {
       device = indexed(device);
       fe_type(dtype);
       load_cudnn();
       if (fe::detail::get_backend_version() < 90000) throw std::runtime_error("needs cuDNN 9 or newer");
-      const std::string mismatch = probe_one(device, dtype, relu, add, mask_form, unbias);
+      const probed_call call = [relu, mask_form](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x,
+                                                 const at::Tensor& r, bool u) {
+        return fused_call(bn, x, r, relu, mask_form, u);
+      };
+      const std::string mismatch = probe_one(device, dtype, relu, add, call, unbias);
       return mismatch.empty() ? mismatch : "the cuDNN graph's " + mismatch + " on a 4x64x8x8 problem";
+    } catch (const std::exception& e) {
+      return first_line(e.what());
+    }
+  };
+  // The same for cuDNN's batch-norm Ex call (with ReLU, fp16).
+  auto attempt_ex = [&](bool add, bool& unbias) {
+    try {
+      device = indexed(device);
+      const std::string unavailable = cudnn_ex_unavailable(dtype);
+      if (!unavailable.empty()) return unavailable;
+      const probed_call call = [](torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& r, bool u) {
+        return cudnn_ex_batch_norm_relu(bn, x, r, u);
+      };
+      const std::string mismatch = probe_one(device, dtype, true, add, call, unbias);
+      return mismatch.empty() ? mismatch : "its " + mismatch + " on a 4x64x8x8 problem";
     } catch (const std::exception& e) {
       return first_line(e.what());
     }
@@ -615,10 +651,11 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
   for (const kind k : {kind{&out.bn_relu, true, false}, kind{&out.bn_add_relu, true, true},
                        kind{&out.batch_norm, false, false}}) {
     bool unbias = false;
-    std::string why = attempt(k.relu, k.add, true, unbias);
+    const bool graphs = route != fused_route::ex_call || !k.relu;
+    std::string why = graphs ? attempt(k.relu, k.add, true, unbias) : "the graphs were not asked for";
     // The bit mask's comparison is a form no C++ sample of NVIDIA's builds; its samples' forward
     // writes no mask, and their backward can take the ReLU's gradient from its output instead.
-    if (!why.empty() && k.relu) {
+    if (!why.empty() && k.relu && graphs) {
       const std::string other = attempt(k.relu, k.add, false, unbias);
       k.check->relu_from_output = other.empty();
       if (other.empty()) {
@@ -626,6 +663,18 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
         why.clear();
       } else {
         why = "with a bit mask: " + why + "; from the output: " + other;
+      }
+    }
+    // Neither graph form: in fp16, the Ex call, the persistent NHWC kernels PyTorch's own fp16
+    // batch norm runs, with the add and the ReLU.
+    if (!why.empty() && k.relu && route != fused_route::graph) {
+      const std::string ex = attempt_ex(k.add, unbias);
+      if (ex.empty()) {
+        k.check->ex_call = true;
+        k.check->graph_refusal = why;
+        why.clear();
+      } else {
+        why = (graphs ? "cuDNN graph " + why + "; " : std::string()) + "cuDNN's Ex call: " + ex;
       }
     }
     k.check->works = why.empty();
@@ -656,6 +705,12 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
   return graph_cache::instance().refusal(k);
 }
 
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
+                                     bool relu, bool add, const cudnn_fusion_check& check) {
+  if (relu && check.ex_call) return cudnn_ex_refusal(bn, nchw, dtype, add);
+  return cudnn_batch_norm_refusal(bn, nchw, dtype, relu, add, check.relu_from_output);
+}
+
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                     const torch::Tensor& residual, bool unbias_running_var, bool relu_from_output) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
@@ -681,7 +736,7 @@ const char* const missing =
     "nvidia-cudnn-frontend)";
 }
 
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_route) {
   cudnn_fusion_probe p;
   for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = missing;
   return p;
@@ -691,6 +746,10 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType
 }
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
                                      bool) {
+  return missing;
+}
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
+                                     const cudnn_fusion_check&) {
   return missing;
 }
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool,

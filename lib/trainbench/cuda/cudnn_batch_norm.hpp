@@ -36,19 +36,27 @@ struct cudnn_fusion_check {
   // mask first, then this.
   bool relu_from_output = false;
   std::string mask_refusal;  // with relu_from_output: why the bit mask was not taken
+  // With ReLU, in fp16: the fusion runs cuDNN's batch-norm Ex call (cuda/cudnn_batch_norm_ex.hpp)
+  // instead of a graph, where cuDNN builds neither graph form or gets them wrong; graph_refusal
+  // says why the graphs were not taken.
+  bool ex_call = false;
+  std::string graph_refusal;
 };
 struct cudnn_fusion_probe {
   cudnn_fusion_check bn_relu, bn_add_relu, batch_norm;  // the last: plain, for the downsample branch
 };
 
 // Builds each graph's forward and backward for a small NHWC problem on `device` in
-// `dtype`, runs them once and holds the results against the reference ops (reference_batch_norm_relu,
+// `dtype` (with ReLU, where both graph forms fail in fp16: cuDNN's batch-norm Ex call instead),
+// runs them once and holds the results against the reference ops (reference_batch_norm_relu,
 // _add_relu, reference_batch_norm) within fused_batch_norm_tolerance, after finding which batch
 // variance the graph's running variance holds (a fusion whose running variance, corrected where
 // needed, is not the unbiased one is refused). The finding is made on the probe's one shape and
 // taken to hold for every shape: cuDNN's engines for one graph pattern compute it one way.
 // Synchronises the device: call it when the pipeline is built.
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype);
+// route: which ways the ReLU fusions may run (fused_route, model/batch_norm_op.hpp).
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype,
+                                          fused_route route = fused_route::graph_then_ex);
 
 // The fused ops for the fusions the probe passed, with its running-variance correction (the
 // others, and any call they cannot take: another dtype, eval mode, a batch norm that is not
@@ -67,8 +75,11 @@ inline bool cudnn_batch_norm_fits(std::int64_t numel) { return numel < std::nume
 // makes run a refused shape unfused, and ask this themselves for a shape met first in a step.
 // Errors other than cuDNN's refusal (out of memory, a driver error) are thrown, not remembered.
 // Not during a CUDA graph capture.
+// With check: the route and form that fusion's probe chose (its relu_from_output, its ex_call).
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add, bool relu_from_output = false);
+std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
+                                     bool relu, bool add, const cudnn_fusion_check& check);
 
 // One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
 // x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined. unbias_running_var:

@@ -77,9 +77,8 @@ shape_check check_shapes(resnet& model, const std::vector<std::int64_t>& input_s
     if (!checks[k]->works || !fusable(*s.bn) || !cudnn_batch_norm_fits(numel)) continue;  // the ops run it unfused
     if (!seen.emplace(k, s.shape, s.bn->options.eps(), *s.bn->options.momentum()).second) continue;
     ++out.shapes[k];
-    const std::string why =
-        cudnn_batch_norm_refusal(*s.bn, s.shape, dtype, s.kind != batch_norm_kind::plain,
-                                 s.kind == batch_norm_kind::bn_add_relu, checks[k]->relu_from_output);
+    const std::string why = cudnn_batch_norm_refusal(*s.bn, s.shape, dtype, s.kind != batch_norm_kind::plain,
+                                                     s.kind == batch_norm_kind::bn_add_relu, *checks[k]);
     if (!why.empty()) out.refused[k].push_back(shape_text(s.shape) + ": " + why);
   }
   return out;
@@ -137,7 +136,7 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
     if (!params.empty()) dtype = params.front().scalar_type();
     if (dtype != at::kFloat) return none(std::string("no cuDNN fusion in ") + dtype_name(dtype));
   }
-  const cudnn_fusion_probe probe = probe_cudnn_batch_norm(request.device, dtype);
+  const cudnn_fusion_probe probe = probe_cudnn_batch_norm(request.device, dtype, request.route);
   const cudnn_fusion_check* const checks[] = {&probe.bn_relu, &probe.bn_add_relu, &probe.batch_norm};
   const bool any = probe.bn_relu.works || probe.bn_add_relu.works || probe.batch_norm.works;
   shape_check shapes;
@@ -153,7 +152,7 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
                                 (n > 1 ? "; and " + std::to_string(n - 1) + " more" : "") + ")");
     } else {
       out.applied.push_back(
-          names[i] + " (cuDNN graph, NHWC, " + dtype_name(dtype) +
+          names[i] + (c.ex_call ? " (cuDNN batch-norm Ex call, NHWC, " : " (cuDNN graph, NHWC, ") + dtype_name(dtype) +
           (c.relu_from_output ? "; the ReLU's gradient from its output, not a bit mask" : "") +
           (c.unbias ? "; its biased running variance made unbiased" : "") +
           (n > 0 ? "; " + std::to_string(n) + " of " + std::to_string(total) + " shapes unfused" : "") + ")");

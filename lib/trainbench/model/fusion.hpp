@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
+#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/resnet.hpp"
 
 namespace trainbench {
@@ -26,6 +27,8 @@ struct fusion_request {
   // batch is checked against cuDNN before the first step (shapes it refuses run unfused, and the
   // outcome says so); empty: shapes are met, and refused, in the first step.
   std::vector<std::int64_t> input_shape;
+  // On a GPU, the ways the two ReLU fusions may run (model/batch_norm_op.hpp).
+  fused_route route = fused_route::graph_then_ex;
 };
 
 struct fusion_outcome {
@@ -59,8 +62,8 @@ std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<s
 // problem and held against the reference; a fusion that cannot be built there or that differs
 // keeps the unfused ops, and `ineffective` says why. With request.input_shape, each batch norm's
 // shape is then checked against cuDNN: a fusion cuDNN refuses for some shapes runs unfused there
-// (`applied` says how many, `ineffective` names them), for all of them is ineffective. Call it after the model is on its device
-// and in its memory format, before the first step (and so before any CUDA graph capture).
+// (`applied` says how many, `ineffective` names them), for all of them is ineffective. Call it after the model is on
+// its device and in its memory format, before the first step (and so before any CUDA graph capture).
 fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request);
 
 }  // namespace trainbench
