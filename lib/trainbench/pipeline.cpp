@@ -45,16 +45,9 @@ std::string compile_part_not_run(const std::string& part, const std::string& why
 
 // backend.fused_batch_norm as fuse_batch_norm's route; `ex` outside fp16 is ineffective (noted by
 // ineffective_switches), and the run takes the default route.
-fused_route fusion_route(const profile& p) {
-  switch (p.backend.fused_batch_norm) {
-    case fused_bn_route::graph:
-      return fused_route::graph;
-    case fused_bn_route::ex:
-      return p.train.amp == amp_mode::fp16 ? fused_route::ex_call : fused_route::graph_then_ex;
-    case fused_bn_route::automatic:
-      break;
-  }
-  return fused_route::graph_then_ex;
+fused_bn_route fusion_route(const profile& p) {
+  const bool ex_outside_fp16 = p.backend.fused_batch_norm == fused_bn_route::ex && p.train.amp != amp_mode::fp16;
+  return ex_outside_fp16 ? fused_bn_route::automatic : p.backend.fused_batch_norm;
 }
 
 // backend.compile lays the whole run out in NHWC, whatever model.channels_last says: the loader,

@@ -386,16 +386,16 @@ TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch
   require_cuda();
   struct variant {
     amp_mode amp;
-    fused_route route;
+    fused_bn_route route;
   };
   // fp16 twice: the route the probe picks, and cuDNN's Ex call alone (the graphs' fallback).
   for (const std::string arch : {"resnet18", "resnet50"}) {
-    for (const variant v : {variant{amp_mode::fp16, fused_route::graph_then_ex},
-                            variant{amp_mode::bf16, fused_route::graph_then_ex},
-                            variant{amp_mode::fp16, fused_route::ex_call}}) {
+    for (const variant v : {variant{amp_mode::fp16, fused_bn_route::automatic},
+                            variant{amp_mode::bf16, fused_bn_route::automatic},
+                            variant{amp_mode::fp16, fused_bn_route::ex}}) {
       const amp_mode amp = v.amp;
       const bool fp16 = amp == amp_mode::fp16;
-      INFO(arch << (fp16 ? " fp16" : " bf16") << (v.route == fused_route::ex_call ? ", cuDNN's Ex call" : ""));
+      INFO(arch << (fp16 ? " fp16" : " bf16") << (v.route == fused_bn_route::ex ? ", cuDNN's Ex call" : ""));
       auto [fused, plain] = twins(arch);
       fusion_request req;
       req.device = gpu;
@@ -405,7 +405,7 @@ TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch
       req.route = v.route;
       const fusion_outcome o = fuse_batch_norm(fused, req);
       require_block_fusions(o);
-      if (v.route == fused_route::ex_call) {
+      if (v.route == fused_bn_route::ex) {
         CHECK(o.applied[0].find("Ex call") != std::string::npos);
         CHECK(o.applied[1].find("Ex call") != std::string::npos);
       }

@@ -28,7 +28,7 @@ std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device, const nvjpeg_o
   why = "this trainbench was built against a LibTorch without CUDA";
   return nullptr;
 }
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_route) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_bn_route) {
   const char* why = "this trainbench was built against a LibTorch without CUDA";
   cudnn_fusion_probe p;
   for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = why;

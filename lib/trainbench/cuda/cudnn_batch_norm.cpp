@@ -610,7 +610,7 @@ c10::Device indexed(c10::Device device) {
 
 }  // namespace
 
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype, fused_route route) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype, fused_bn_route route) {
   cudnn_fusion_probe out;
   struct kind {
     cudnn_fusion_check* check;
@@ -651,7 +651,7 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
   for (const kind k : {kind{&out.bn_relu, true, false}, kind{&out.bn_add_relu, true, true},
                        kind{&out.batch_norm, false, false}}) {
     bool unbias = false;
-    const bool graphs = route != fused_route::ex_call || !k.relu;
+    const bool graphs = route != fused_bn_route::ex || !k.relu;
     std::string why = graphs ? attempt(k.relu, k.add, true, unbias) : "the graphs were not asked for";
     // The bit mask's comparison is a form no C++ sample of NVIDIA's builds; its samples' forward
     // writes no mask, and their backward can take the ReLU's gradient from its output instead.
@@ -667,7 +667,7 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
     }
     // Neither graph form: in fp16, the Ex call, the persistent NHWC kernels PyTorch's own fp16
     // batch norm runs, with the add and the ReLU.
-    if (!why.empty() && k.relu && route != fused_route::graph) {
+    if (!why.empty() && k.relu && route != fused_bn_route::graph) {
       const std::string ex = attempt_ex(k.add, unbias);
       if (ex.empty()) {
         k.check->ex_call = true;
@@ -736,7 +736,7 @@ const char* const missing =
     "nvidia-cudnn-frontend)";
 }
 
-cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_route) {
+cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_bn_route) {
   cudnn_fusion_probe p;
   for (cudnn_fusion_check* c : {&p.bn_relu, &p.bn_add_relu, &p.batch_norm}) c->why = missing;
   return p;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "trainbench/config/profile.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
 
 namespace trainbench {
@@ -54,9 +55,9 @@ struct cudnn_fusion_probe {
 // needed, is not the unbiased one is refused). The finding is made on the probe's one shape and
 // taken to hold for every shape: cuDNN's engines for one graph pattern compute it one way.
 // Synchronises the device: call it when the pipeline is built.
-// route: which ways the ReLU fusions may run (fused_route, model/batch_norm_op.hpp).
+// route: which ways the ReLU fusions may run (backend.fused_batch_norm: fusion_request::route).
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype,
-                                          fused_route route = fused_route::graph_then_ex);
+                                          fused_bn_route route = fused_bn_route::automatic);
 
 // The fused ops for the fusions the probe passed, with its running-variance correction (the
 // others, and any call they cannot take: another dtype, eval mode, a batch norm that is not

@@ -28,10 +28,6 @@ class batch_norm_ops {
   virtual torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) = 0;
 };
 
-// On a GPU, the ways the two ReLU fusions may run: cuDNN's graphs, else (fp16) its batch-norm Ex
-// call (the pipeline's way), or one of them only (for tests that hold each against the reference).
-enum class fused_route { graph_then_ex, graph, ex_call };
-
 // The module's batch norm, then in-place add and ReLU: what torchvision's blocks run.
 std::shared_ptr<batch_norm_ops> unfused_batch_norm_ops();
 

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
-#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/resnet.hpp"
 
 namespace trainbench {
@@ -27,8 +26,9 @@ struct fusion_request {
   // batch is checked against cuDNN before the first step (shapes it refuses run unfused, and the
   // outcome says so); empty: shapes are met, and refused, in the first step.
   std::vector<std::int64_t> input_shape;
-  // On a GPU, the ways the two ReLU fusions may run (model/batch_norm_op.hpp).
-  fused_route route = fused_route::graph_then_ex;
+  // On a GPU, the ways the two ReLU fusions may run: cuDNN's graphs, else (fp16) its batch-norm Ex
+  // call (automatic), or one of them only (backend.fused_batch_norm; tests pin each).
+  fused_bn_route route = fused_bn_route::automatic;
 };
 
 struct fusion_outcome {
