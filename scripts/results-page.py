@@ -268,6 +268,26 @@ def jpeg_vs_device_made(r50):
                          twin, 0.9, "at least 0.9x"))
 
 
+def route_of(r):
+    """The batch-norm route a compiled rung ran, from effective.compile: graph, Ex call, or both."""
+    parts = " ".join((r.get("effective") or {}).get("compile") or [])
+    kinds = [k for k, marker in (("graph", "(cuDNN graph"), ("Ex call", "(cuDNN batch-norm Ex call")) if marker in parts]
+    return " and ".join(kinds) or "unfused"
+
+
+def fused_routes_line(best):
+    """The fp16 compiled step with the ReLU fusions on cuDNN's batch-norm Ex call (the kit's
+    best/00-compile-fp16-ex) against the same profile with the default route."""
+    ex = next(((n, r) for n, r in best.items() if n.endswith("-ex") and median(r)), None)
+    base = best.get(ex[0][:-3]) if ex else None
+    if not ex or not base or not median(base):
+        print("- batch norm's routes (best fp16, compiled): not measured (best/00-compile-fp16 and its -ex twin: "
+              "no finished pair).")
+        return
+    print(ratio_line(f"batch norm's routes, best fp16 compiled: {route_of(ex[1])} / {route_of(base)}",
+                     (median(ex[1]), f"best/{ex[0]}{partial(ex[1])}"), (median(base), f"best/{ex[0][:-3]}{partial(base)}")))
+
+
 def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
     """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
     imagenet = imagenet or {}
@@ -314,6 +334,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
               for n, r in (best or {}).items() if median(r) and not n.endswith("-ex")}
     print(ratio_line("bf16 / fp16, compiled step (best)", by_amp.get("bf16", (None, "best bf16 rung")),
                      by_amp.get("fp16", (None, "best fp16 rung")), 0.95, "within 5%"))
+    fused_routes_line(best or {})
     dev, host = decode.get("device"), decode.get("host")
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None
