@@ -46,7 +46,7 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
   ineffective(!folder && p.data.on_bad_file == bad_file_policy::skip, "data.on_bad_file",
               "only data.source: imagefolder reads one file per sample");
   // backend.fused_batch_norm picks among cuDNN's fusions, which run only where backend.compile runs
-  // them: on CUDA; the Ex call takes fp16 activations only.
+  // them: on CUDA; trainbench takes the Ex call for fp16 activations only.
   const bool route = p.backend.fused_batch_norm != fused_bn_route::automatic;
   if (!p.backend.compile)
     ineffective(route, "backend.fused_batch_norm",
@@ -57,7 +57,7 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
   else
     ineffective(p.backend.fused_batch_norm == fused_bn_route::ex && p.train.amp != amp_mode::fp16,
                 "backend.fused_batch_norm",
-                std::string("cuDNN's batch-norm Ex call fuses fp16 activations only (train.amp: ") +
+                std::string("trainbench takes cuDNN's batch-norm Ex call for fp16 activations only (train.amp: ") +
                     to_string(p.train.amp) + ")");
   const bool nvjpeg = folder && p.data.decode == decode_place::device && device.cuda && device.device_decode;
   ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",

@@ -434,7 +434,7 @@ class ex_shapes {
 
 std::string cudnn_ex_unavailable(at::ScalarType dtype) {
   if (dtype != at::kHalf)
-    return std::string("cuDNN's batch-norm Ex call fuses the ReLU and the add for fp16 activations only, not ") +
+    return std::string("trainbench takes cuDNN's batch-norm Ex call for fp16 activations only, not ") +
            c10::toString(dtype);
   std::string why;
   load_api(why);

@@ -17,8 +17,8 @@
 namespace trainbench {
 
 // "" where this process can make the Ex calls with activations of `dtype`, else why not (fp16
-// only: cuDNN documents the activation and add ops for half inputs; libcudnn.so.9 or one of its
-// functions not found).
+// only: the frameworks that ran these ops, and the [gpu] tests, run them on half inputs;
+// libcudnn.so.9 or one of its functions not found).
 std::string cudnn_ex_unavailable(at::ScalarType dtype);
 
 // relu(bn(x) [+ residual]) through the Ex calls, autograd-aware (the backward gives dx, the
