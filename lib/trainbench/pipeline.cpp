@@ -43,13 +43,6 @@ std::string compile_part_not_run(const std::string& part, const std::string& why
   return "backend.compile: " + part + " not run here: " + why;
 }
 
-// backend.fused_batch_norm as fuse_batch_norm's route; `ex` outside fp16 is ineffective (noted by
-// ineffective_switches), and the run takes the default route.
-fused_bn_route fusion_route(const profile& p) {
-  const bool ex_outside_fp16 = p.backend.fused_batch_norm == fused_bn_route::ex && p.train.amp != amp_mode::fp16;
-  return ex_outside_fp16 ? fused_bn_route::automatic : p.backend.fused_batch_norm;
-}
-
 // backend.compile lays the whole run out in NHWC, whatever model.channels_last says: the loader,
 // the device preprocessing, the graph's static inputs and the weights all follow that key.
 profile with_compile_layout(const profile& requested) {
@@ -395,7 +388,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       fr.amp = p.train.amp;
       fr.channels_last = true;
       fr.input_shape = shape;
-      fr.route = fusion_route(p);
+      fr.route = fused_batch_norm_route(p);
       const fusion_outcome fused = fuse_batch_norm(model, fr);
       for (const auto& f : fused.applied) e.compile.push_back(f);
       for (const auto& f : fused.ineffective) e.notes.push_back("backend.compile: " + f);

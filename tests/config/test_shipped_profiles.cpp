@@ -147,8 +147,10 @@ TEST_CASE("backend.fused_batch_norm is judged ineffective without compile, off C
   p.backend.fused_batch_norm = fused_bn_route::ex;
   p.train.amp = amp_mode::bf16;
   CHECK(why(p, gpu).find("fp16 activations only (train.amp: bf16)") != std::string::npos);
+  CHECK(fused_batch_norm_route(p) == fused_bn_route::automatic);  // the run takes the default
   p.train.amp = amp_mode::fp16;
   CHECK(why(p, gpu).empty());
+  CHECK(fused_batch_norm_route(p) == fused_bn_route::ex);
   p.backend.fused_batch_norm = fused_bn_route::automatic;  // the default is never named
   p.backend.compile = false;
   CHECK(why(p, cpu).empty());

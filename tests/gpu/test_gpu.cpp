@@ -30,6 +30,7 @@ std::vector<std::string> tbgpu::compile_notes(const profile& p, std::int64_t bat
   fr.amp = p.train.amp;
   fr.channels_last = true;
   fr.input_shape = {batch, 3, p.data.image_size, p.data.image_size};
+  fr.route = fused_batch_norm_route(p);
   for (const auto& f : fuse_batch_norm(probe, fr).ineffective) notes.push_back("backend.compile: " + f);
   return notes;
 }

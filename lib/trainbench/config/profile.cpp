@@ -96,6 +96,11 @@ const char* to_string(fused_bn_route v) {
   return "?";
 }
 
+fused_bn_route fused_batch_norm_route(const profile& p) {
+  const bool ex_outside_fp16 = p.backend.fused_batch_norm == fused_bn_route::ex && p.train.amp != amp_mode::fp16;
+  return ex_outside_fp16 ? fused_bn_route::automatic : p.backend.fused_batch_norm;
+}
+
 bool grad_scaler_enabled(const train_config& t) {
   if (t.grad_scaler == switch_mode::automatic) return t.amp == amp_mode::fp16;
   return t.grad_scaler == switch_mode::on;

@@ -147,6 +147,9 @@ const char* to_string(decode_place v);
 const char* to_string(bad_file_policy v);
 const char* to_string(fused_bn_route v);
 
+// The batch-norm route a run takes: backend.fused_batch_norm, except `ex` outside fp16 (ineffective,
+// noted), which takes `auto`.
+fused_bn_route fused_batch_norm_route(const profile& p);
 // Whether fp16 loss scaling is on, after resolving `auto`.
 bool grad_scaler_enabled(const train_config& t);
 // The report path with {name} substituted.

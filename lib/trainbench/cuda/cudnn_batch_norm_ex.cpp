@@ -356,7 +356,8 @@ class ex_shapes {
           "tried on it by an eager step first");
     std::string why;
     if (nchw[1] % 4 != 0) {
-      why = "its fused kernels take channels in multiples of 4, not " + std::to_string(nchw[1]);
+      why = "taken for channels in multiples of 4 only (cuDNN's documentation gives that limit for the add), not " +
+            std::to_string(nchw[1]);
     } else {
       try {
         why = try_once(nchw, add, eps, device);
