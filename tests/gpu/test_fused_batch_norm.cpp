@@ -75,6 +75,43 @@ result run(const batch_norm_problem& p, bool add, Op op) {
           bn->running_var.clone()};
 }
 
+// op's forward and backward captured in one CUDA graph and replayed once, after a warm-up on the
+// capture's side stream (which builds cuDNN's plans for this shape on this thread's and autograd's
+// handles), on a module of its own so the captured one starts as an eager one does; then held
+// against `eager`: the same kernels on the same inputs, equal up to the order of cuDNN's
+// reductions, and the batch counter advanced once.
+template <class Op>
+void check_captured(const batch_norm_problem& p, bool add, Op op, const result& eager, at::ScalarType dtype) {
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::device_synchronize();  // the inputs, made on the default stream, are ready
+  at::cuda::CUDAGraph graph;
+  torch::nn::BatchNorm2d bn = module(p);
+  const at::Tensor x = p.x.detach().requires_grad_();
+  const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
+  at::Tensor y;
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    run(p, add, op);
+    c10::cuda::device_synchronize();
+    graph.capture_begin();
+    y = op(*bn, x, r);
+    y.backward(p.dy);
+    graph.capture_end();
+  }
+  c10::cuda::device_synchronize();
+  graph.replay();
+  c10::cuda::device_synchronize();
+  const fused_tolerance t = fused_batch_norm_tolerance(dtype);
+  CHECK(close(y, eager.y, t.atol / 10, t.rtol / 10));
+  CHECK(close(x.grad(), eager.dx, t.atol / 10, t.rtol / 10));
+  if (add) CHECK(close(r.grad(), eager.dr, t.atol / 10, t.rtol / 10));
+  CHECK(close(bn->weight.grad(), eager.dw, 0, 1e-4));
+  CHECK(close(bn->bias.grad(), eager.db, 0, 1e-4));
+  CHECK(close(bn->running_mean, eager.running_mean, 0, 1e-5));
+  CHECK(close(bn->running_var, eager.running_var, 0, 1e-5));
+  CHECK(bn->num_batches_tracked.item<std::int64_t>() == 1);
+}
+
 void check_against(const result& f, const result& r, at::ScalarType dtype, bool add) {
   const fused_tolerance t = fused_batch_norm_tolerance(dtype);
   CHECK(f.y.scalar_type() == dtype);
@@ -272,40 +309,7 @@ TEST_CASE("fused batch norm on the GPU: forward and backward captured in a CUDA 
                                              const at::Tensor& r) {
         return probed_call(check, plain, bn, x, r, unbias);
       };
-      const result eager = run(p, add, fused_op);
-      // Warm-up on a side stream builds the graphs for this shape (on this thread's and autograd's
-      // cuDNN handles), on a module of its own so the captured one starts as the eager one did.
-      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-      c10::cuda::device_synchronize();  // the inputs, made on the default stream, are ready
-      at::cuda::CUDAGraph graph;
-      torch::nn::BatchNorm2d bn = module(p);
-      const at::Tensor x = p.x.detach().requires_grad_();
-      const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
-      at::Tensor y;
-      {
-        const c10::cuda::CUDAStreamGuard guard(side);
-        run(p, add, fused_op);
-        c10::cuda::device_synchronize();
-        graph.capture_begin();
-        y = fused_op(*bn, x, r);
-        y.backward(p.dy);
-        graph.capture_end();
-      }
-      c10::cuda::device_synchronize();
-      graph.replay();
-      c10::cuda::device_synchronize();
-      // The same kernels on the same inputs: equal up to the order of cuDNN's reductions.
-      const result graphed{y, x.grad(), bn->weight.grad(), bn->bias.grad(), add ? r.grad() : at::Tensor(),
-                           bn->running_mean, bn->running_var};
-      const fused_tolerance t = fused_batch_norm_tolerance(dtype);
-      CHECK(close(graphed.y, eager.y, t.atol / 10, t.rtol / 10));
-      CHECK(close(graphed.dx, eager.dx, t.atol / 10, t.rtol / 10));
-      if (add) CHECK(close(graphed.dr, eager.dr, t.atol / 10, t.rtol / 10));
-      CHECK(close(graphed.dw, eager.dw, 0, 1e-4));
-      CHECK(close(graphed.db, eager.db, 0, 1e-4));
-      CHECK(close(graphed.running_mean, eager.running_mean, 0, 1e-5));
-      CHECK(close(graphed.running_var, eager.running_var, 0, 1e-5));
-      CHECK(bn->num_batches_tracked.item<std::int64_t>() == 1);
+      check_captured(p, add, fused_op, run(p, add, fused_op), dtype);
     }
   }
 }
@@ -350,33 +354,7 @@ TEST_CASE("fused batch norm on the GPU: cuDNN's batch-norm Ex call with ReLU, an
         return reference_batch_norm_relu(bn, x, r);
       });
       check_against(eager, ref, at::kHalf, add);
-      // Captured: forward and backward in one CUDA graph, after a warm-up on the capture's stream.
-      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-      c10::cuda::device_synchronize();
-      at::cuda::CUDAGraph graph;
-      torch::nn::BatchNorm2d bn = module(p);
-      const at::Tensor x = p.x.detach().requires_grad_();
-      const at::Tensor r = add ? p.residual.detach().requires_grad_() : at::Tensor();
-      at::Tensor y;
-      {
-        const c10::cuda::CUDAStreamGuard guard(side);
-        run(p, add, ex_op);
-        c10::cuda::device_synchronize();
-        graph.capture_begin();
-        y = ex_op(*bn, x, r);
-        y.backward(p.dy);
-        graph.capture_end();
-      }
-      c10::cuda::device_synchronize();
-      graph.replay();
-      c10::cuda::device_synchronize();
-      const fused_tolerance t = fused_batch_norm_tolerance(at::kHalf);
-      CHECK(close(y, eager.y, t.atol / 10, t.rtol / 10));
-      CHECK(close(x.grad(), eager.dx, t.atol / 10, t.rtol / 10));
-      if (add) CHECK(close(r.grad(), eager.dr, t.atol / 10, t.rtol / 10));
-      CHECK(close(bn->weight.grad(), eager.dw, 0, 1e-4));
-      CHECK(close(bn->running_var, eager.running_var, 0, 1e-5));
-      CHECK(bn->num_batches_tracked.item<std::int64_t>() == 1);
+      check_captured(p, add, ex_op, eager, at::kHalf);
     }
   }
 }

@@ -56,6 +56,16 @@ nvjpeg_options small_options() {
   return no;
 }
 
+// The nvJPEG stage for these options on device; the case stops, with nvJPEG's reason, where none
+// can be made.
+std::unique_ptr<transfer_stage> nvjpeg_decoder(c10::Device device, const nvjpeg_options& o) {
+  std::string why;
+  auto decoder = make_nvjpeg_transfer(device, o, why);
+  INFO(why);
+  REQUIRE(decoder);
+  return decoder;
+}
+
 }  // namespace
 
 TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT tolerance", "[gpu]") {
@@ -67,10 +77,7 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   no.copy_stream = GENERATE(false, true);    // on the compute stream or a side stream
   no.dtype = GENERATE(at::kFloat, at::kHalf);  // float, or fp16 written directly for autocast
   INFO("channels_last " << no.channels_last << ", copy_stream " << no.copy_stream << ", dtype " << no.dtype);
-  std::string why;
-  auto decoder = make_nvjpeg_transfer(device, no, why);
-  INFO(why);
-  REQUIRE(decoder);
+  auto decoder = nvjpeg_decoder(device, no);
   // The fused crop kernel passed its check against the host path's values at construction.
   CHECK_THAT(decoder->describe(), Catch::Contains("in one fused kernel per batch"));
   CHECK_THAT(decoder->describe(), Catch::Contains(no.dtype == at::kHalf ? "into float16" : "into float32"));
@@ -105,10 +112,7 @@ TEST_CASE("nvJPEG with a small pinned file ring and a lagging device: every batc
   const c10::Device device(c10::kCUDA, 0);
   nvjpeg_options no = small_options();
   no.copy_stream = true;
-  std::string why;
-  auto decoder = make_nvjpeg_transfer(device, no, why);
-  INFO(why);
-  REQUIRE(decoder);
+  auto decoder = nvjpeg_decoder(device, no);
   loader_options fo = options(true);
   fo.pin_memory = true;
   std::uintmax_t total = 0;
@@ -148,10 +152,7 @@ TEST_CASE("nvJPEG names its side stream to the clock, and no stream without copy
     INFO((side ? "copy_stream" : "no copy_stream"));
     nvjpeg_options no = small_options();
     no.copy_stream = side;
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, no, why);
-    INFO(why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, no);
     const auto* lane = dynamic_cast<const copy_lane*>(decoder.get());
     REQUIRE(lane);
     const auto stream = lane->stream();
@@ -234,10 +235,7 @@ TEST_CASE("nvJPEG hands arithmetic-coded files to libjpeg-turbo, counts them, an
     INFO((side ? "copy_stream" : "no copy_stream"));
     nvjpeg_options no = small_options();
     no.copy_stream = side;
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, no, why);
-    INFO(why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, no);
     batch_loader host(ds, options(false)), files(ds, options(true));
     const host_batch& h = host.next();
     const at::Tensor expected = h.images.clone();
@@ -272,9 +270,7 @@ TEST_CASE("a file cut short is skipped by the loader with on_bad_file: skip, els
     INFO((skip ? "skip" : "error"));
     nvjpeg_options no = small_options();
     no.skip_bad_files = skip;
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, no, why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, no);
     loader_options lo = options(true);
     lo.folder.skip_bad_files = skip;
     batch_loader files(ds, lo);
@@ -394,10 +390,7 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
   const c10::Device device(c10::kCUDA, 0);
   for (bool pinned : {false, true}) {
     INFO((pinned ? "pinned file ring" : "pageable files"));
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, small_options(), why);
-    INFO(why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, small_options());
     const kinds_batch b = decode_kinds(*decoder, pinned, false);
     for (std::int64_t i = 0; i < 8; ++i) {
       const at::Tensor diff = (b.got[i] - b.expected[i]).abs();
@@ -426,10 +419,7 @@ TEST_CASE("the loader's workers decode what the JPEG engines cannot take; the de
   const c10::Device device(c10::kCUDA, 0);
   for (bool pinned : {false, true}) {
     INFO((pinned ? "pinned file ring" : "pageable files"));
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, small_options(), why);
-    INFO(why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, small_options());
     const kinds_batch b = decode_kinds(*decoder, pinned, true);
     for (std::int64_t i = 0; i < 8; ++i) {
       const at::Tensor diff = (b.got[i] - b.expected[i]).abs();
@@ -452,10 +442,7 @@ TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const c10::Device device(c10::kCUDA, 0);
   const std::string name = cuda_device_name(device);
-  std::string why;
-  auto decoder = make_nvjpeg_transfer(device, small_options(), why);
-  INFO(why);
-  REQUIRE(decoder);
+  auto decoder = nvjpeg_decoder(device, small_options());
   const bool engines = name.find("A100") != std::string::npos || name.find("H100") != std::string::npos ||
                        name.find("H200") != std::string::npos;
   INFO(name << ": " << decoder->describe());
@@ -490,12 +477,8 @@ TEST_CASE("the JPEG engines decoding each crop's region give the batches of whol
   const c10::Device device(c10::kCUDA, 0);
   nvjpeg_options with = small_options(), without = small_options();
   without.regions = false;
-  std::string why;
-  auto regions = make_nvjpeg_transfer(device, with, why);
-  auto whole = make_nvjpeg_transfer(device, without, why);
-  INFO(why);
-  REQUIRE(regions);
-  REQUIRE(whole);
+  auto regions = nvjpeg_decoder(device, with);
+  auto whole = nvjpeg_decoder(device, without);
   INFO(regions->describe());
   const auto ds = read_image_folder(baseline_folder(), "train");
   batch_loader a(ds, options(true)), b(ds, options(true));  // the same seed: the same crops
@@ -530,10 +513,7 @@ TEST_CASE("nvJPEG submit with copy_stream never waits for the device", "[gpu]") 
     INFO((pinned ? "pinned file ring" : "pageable files"));
     nvjpeg_options no = small_options();
     no.copy_stream = true;
-    std::string why;
-    auto decoder = make_nvjpeg_transfer(device, no, why);
-    INFO(why);
-    REQUIRE(decoder);
+    auto decoder = nvjpeg_decoder(device, no);
     const auto* lane = dynamic_cast<const copy_lane*>(decoder.get());
     REQUIRE(lane);
     REQUIRE(lane->stream());
