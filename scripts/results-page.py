@@ -488,6 +488,32 @@ def kernel_families_section(groups):
               + " | ".join(f"{100 * shares.get(f, 0):.1f}%" for f in FAMILIES) + f" | {k.get('dropped_records', 0)} |")
     print("\nShares of kernel time summed over streams ([compile.md](../compile.md#kernel-families)); "
           "each report's `results.kernel_families.top` names the kernels behind each family.")
+    conv_fusions_lines(groups)
+
+
+def conv_fusions_verdict(norm_share):
+    """docs/fused-batch-norm.md's rule: the convolution fusions remove the batch-norm and activation
+    passes left after the batch-norm fusions, so they can buy at most that family's share."""
+    if norm_share <= 0.10:
+        return "they would buy under a tenth: the gap to a goal is in the convolutions (engines, layout, batch)"
+    if norm_share >= 0.25:
+        return "a quarter or more: they are the next step"
+    return "between a tenth and a quarter: worth it where a goal's gap is larger than this share"
+
+
+def conv_fusions_lines(groups):
+    """For each compiled rung: what the convolution fusions (not written) could buy at most."""
+    rows = [(f"{part}/{n}", k) for part, reports in groups for n, r in reports.items()
+            if (r.get("effective") or {}).get("compile") and (k := kernel_families_of(r)) and not is_ceiling(r)]
+    if not rows:
+        return
+    print("\nWhat convolution fusions could buy at most in the compiled rungs: the normalisation and activation "
+          "kernels' share left after the batch-norm fusions ([fused-batch-norm.md](../fused-batch-norm.md#what-is-left)):\n")
+    for name, k in rows:
+        shares = k.get("shares") or {}
+        norm = shares.get("norm_activation", 0)
+        print(f"- {name}: norm_activation {100 * norm:.1f}%, convolution {100 * shares.get('convolution', 0):.1f}%: "
+              f"{conv_fusions_verdict(norm)}.")
 
 
 def precision_section(groups):
