@@ -474,7 +474,7 @@ TEST_CASE("data.decode: device batches carry each file's bytes and the host samp
 // data.decode: device with data.pin_memory: the workers copy each batch's files into the file
 // ring (pinned on a GPU host; pageable here, the same ring), in batch order, and the ring takes a
 // batch's block back only through the consumer's fence once it needs the room.
-TEST_CASE("data.decode: device batches come through the bounded file ring; a batch too large for it stays pageable") {
+TEST_CASE("data.decode: device batches come through the bounded file ring, and a batch too large for it stays pageable") {
   const auto root = tbtest::scratch("if-file-ring");
   for (int i = 0; i < 12; ++i)
     write_bytes(root / "a" / (std::to_string(i) + ".jpg"), jpeg_bytes(40 + i, 36, i));

@@ -43,7 +43,7 @@ TEST_CASE("an --out that cannot be written is refused before anything runs") {
 
 // /proc lets root past access() and every permission, yet nothing can be made in it: only
 // making the folder and writing a file there shows that the run could not write its output.
-TEST_CASE("every output path is made and test-written before anything runs; a refusal names it, leaves nothing") {
+TEST_CASE("every output path is made and test-written before anything runs, and a refusal names it and leaves nothing") {
   const auto dir = tbtest::scratch("tour-outputs");
   const std::string p = "'" + tbtest::tiny_profile(dir) + "'";
   const std::string beside = " --out '" + (dir / "b").string() + "'";

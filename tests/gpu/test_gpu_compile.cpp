@@ -98,8 +98,8 @@ struct no_tf32 {
 }  // namespace
 
 TEST_CASE(
-    "compiled step matches the eager NCHW step on CUDA: gradients after one step, loss after 5, running statistics; "
-    "fp32, bf16, fp16; graph and no graph",
+    "compiled step matches the eager NCHW step on CUDA: gradients after one step, loss after 5, running statistics, "
+    "in fp32, bf16 and fp16, with and without a graph",
     "[gpu]") {
   require_cuda();
   const no_tf32 exact;  // fp32 means fp32 in both steps

@@ -413,7 +413,7 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
 // kernel: those images must be the host path's within the kernel's float tolerance (the same
 // libjpeg-turbo pixels), the rest within IDCT tolerance, and nothing goes to the general backend
 // or the training thread's libjpeg-turbo.
-TEST_CASE("the loader's workers decode what the JPEG engines cannot take; the device crops it as the host path does",
+TEST_CASE("the loader's workers decode what the JPEG engines cannot take, and the device crops it as the host path does",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const c10::Device device(c10::kCUDA, 0);

@@ -260,7 +260,7 @@ HISTORY_TEST("gate: too little history falls back to the threshold rule and says
   CHECK(same.output.find("threshold rule") != std::string::npos);
 }
 
-HISTORY_TEST("gate: a series without baseline is reported; --require-baseline fails it", gate_no_baseline) {
+HISTORY_TEST("gate: a series without baseline is reported, and --require-baseline fails it", gate_no_baseline) {
   const fs::path dir = scratch(backend_dir("gate-nobase", db));
   add_series(db, dir, 10, [](int i) { return baseline_run(i, 1000); });
   add_series(db, dir / "feature", 10, [](int i) { return other_series(baseline_run(i, 2000)); }, "feature-x");

@@ -64,7 +64,7 @@ HISTORY_TEST("a step is found at its commit and the driver change across it is n
   CHECK(s["latest_change"]["commit"] == commit_of(30));
 }
 
-HISTORY_TEST("adding the same reports again adds nothing; each window keeps its process", idempotent_add) {
+HISTORY_TEST("adding the same reports again adds nothing, and each window keeps its process", idempotent_add) {
   const fs::path dir = scratch("history-idem-reports");
   fake_run r;
   r.rates = {100, 101, 99, 120, 121, 119};

@@ -73,7 +73,7 @@ TEST_CASE("kernel names fall into the families: convolution, normalisation and a
 }
 
 TEST_CASE(
-    "kernel family sums leave out host-device copies; pooling adds measured rounds and keeps the reason of none") {
+    "kernel family sums leave out host-device copies, and pooling adds measured rounds and keeps the reason of none") {
   const std::vector<kernel_record> records{{"sm90_xmma_fprop_implicit_gemm_f16", 0.006},
                                            {"cudnn::bn_fw_tr_1C11_kernel_NHWC", 0.002},
                                            {"multi_tensor_apply_kernel<FusedSgdMathFunctor>", 0.001},
@@ -158,7 +158,7 @@ TEST_CASE("each family keeps its five longest kernel names, longest first, names
   CHECK(none.reason.find("2 records with timestamps outside the trace") != std::string::npos);
 }
 
-TEST_CASE("a CPU run's report says the kernel families are not measured, and why; the key turns them off") {
+TEST_CASE("a CPU run's report says the kernel families are not measured and why, and the key turns them off") {
   const auto dir = tbtest::scratch("kernel-families-cpu");
   const auto file = tbtest::tiny_profile(dir);
   REQUIRE(tbtest::run_cli("run -q --config '" + file + "' --set measure.repeats=1").code == 0);

@@ -66,7 +66,7 @@ TEST_CASE("identity: a workload key, the kind of measurement and the world size 
   CHECK(identity_of(one_rank).key() == identity_of(report_of(p, "run", 2)).key());
 }
 
-TEST_CASE("identity: a key a later release adds with its default changes nothing; one this release lacks counts") {
+TEST_CASE("identity: a key a later release adds with its default changes nothing, one this release lacks counts") {
   const profile p = base_profile();
   json r = report_of(p);
   const std::string key = identity_of(r).key();

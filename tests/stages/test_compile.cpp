@@ -130,7 +130,7 @@ TEST_CASE("fused SGD takes a 1x1 convolution's gradient whose strides differ onl
 }
 
 TEST_CASE(
-    "fused SGD under fp16 loss scaling: unscaled in the kernel as the eager path unscales; an inf skips the step") {
+    "fused SGD under fp16 loss scaling: unscaled in the kernel as the eager path unscales, and an inf skips the step") {
   optimizer_config cfg;
   cfg.lr = 0.1;
   cfg.momentum = 0.9;
