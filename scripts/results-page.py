@@ -442,6 +442,11 @@ def decode_section(decode):
         d = (r.get("results") or {}).get("device_decode")
         split = (f"{d.get('images_hardware', 0)} ({d.get('images_region', 0)}) / {d.get('images_cuda', 0)} / "
                  f"{d.get('images_workers', 0)} / {d.get('host_fallbacks', 0)}") if d else "–"
+        if d and d.get("hardware_refusals"):
+            split += (f"; engines refused {d['hardware_refusals']} calls whole, "
+                      f"{d.get('hardware_refused_files', 0)} files found")
+        if d and d.get("arena_waits"):
+            split += f"; the host waited {d['arena_waits']} times for the previous batch's crops"
         print(f"| {mode} | {(r.get('effective') or {}).get('decode', '?')} | {fmt(median(r))} | {iqr} | {p} | "
               f"{split} | {notes_of(r)} |")
         if r.get("status") != "ok":

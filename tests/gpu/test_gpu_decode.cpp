@@ -105,13 +105,18 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
 // (each "step" spins on the compute stream, which the side stream waits for), so the workers must
 // run the `read` fences to get room, over more batches than the stage has `read` events (16, used
 // round). A fence that let a worker refill bytes nvJPEG had not read yet would corrupt the files
-// of later batches: every batch must still be the host path's within IDCT tolerance.
+// of later batches, and engines that wrote the pixel arena before the crops of the batch before
+// had read it would mix two batches: every batch must still be the host path's within IDCT
+// tolerance.
 TEST_CASE("nvJPEG with a small pinned file ring and a lagging device: every batch is the host path's", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto ds = read_image_folder(decode_data(), "train");
   const c10::Device device(c10::kCUDA, 0);
   nvjpeg_options no = small_options();
-  no.copy_stream = true;
+  // On a side stream, or on the compute stream behind the lagging steps: either way the engines
+  // must not write the arena before the crops of the batch before have read it.
+  no.copy_stream = GENERATE(true, false);
+  INFO("copy_stream " << no.copy_stream);
   auto decoder = nvjpeg_decoder(device, no);
   loader_options fo = options(true);
   fo.pin_memory = true;
@@ -468,6 +473,71 @@ TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "
   } else {
     CHECK(c->images_hardware + c->images_cuda == 16);
   }
+}
+
+// Deliverable: a file the engines refuse inside a batch, though nvJPEG's own check took it, costs
+// that batch a search once, not every batch that holds it every epoch. No such file is known to
+// make, so file 5 is refused for the engines: with nvJPEG's status without calling it, or by
+// giving the engines a stream with no frame in its place, which nvJPEG refuses itself (the state
+// after a real failed call, the retries after it). The batch is split until file 5 is found, the
+// engines decode the rest, the general backend (or the loader's workers) takes file 5, and the
+// next epoch sends it there without asking the engines.
+TEST_CASE("a file the JPEG engines refuse in a batch is found by halving, and the batches stay the host path's",
+          "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  nvjpeg_options no = small_options();
+  no.copy_stream = GENERATE(false, true);
+  no.regions = GENERATE(false, true);
+  // Refused by status with file 5 left to the general backend, or refused by nvJPEG itself with
+  // file 5 moved to the loader's workers (data.decode_off_engines: host).
+  const bool real_refusal = GENERATE(false, true);
+  no.refuse_by_spoiling_for_tests = real_refusal;
+  no.refuse_on_engines_for_tests = 5;
+  const bool off_engines = real_refusal;
+  INFO("copy_stream " << no.copy_stream << ", regions " << no.regions << ", spoiled bytes "
+                      << no.refuse_by_spoiling_for_tests << ", decode_off_engines " << off_engines);
+  auto decoder = nvjpeg_decoder(device, no);
+  if (decoder->describe().find("hardware JPEG engines") == std::string::npos) {
+    WARN("no JPEG engines on " << cuda_device_name(device) << ": nothing for them to refuse");
+    return;
+  }
+  const bool regions = decoder->describe().find("each crop's region only") != std::string::npos;
+  const auto ds = read_image_folder(baseline_folder(), "train");
+  loader_options fo = options(true);
+  fo.folder.decode_off_engines = off_engines;
+  batch_loader host(ds, options(false)), files(ds, fo);
+  const device_decode_counts* c = decoder->decode_counts();
+  std::int64_t first_epoch_refusals = 0;
+  for (int b = 0; b < 4; ++b) {  // two epochs of 16 files
+    const host_batch& h = host.next();
+    const at::Tensor expected = h.images.clone();
+    host.release(h);
+    decoder->submit(files.next(), files);
+    const at::Tensor got = decoder->take().images.cpu();
+    decoder->step_done();
+    const double max_abs = (got - expected).abs().max().item<double>();
+    INFO("batch " << b << ": max " << max_abs);
+    CHECK((got - expected).abs().mean().item<double>() < 0.02);
+    CHECK(max_abs < 0.3);
+    if (b == 1) first_epoch_refusals = c->hardware_refusals;
+  }
+  if (real_refusal && c->hardware_refusals == 0)
+    FAIL("nvJPEG's engines decoded a stream with no frame (FF D8 FF D9) without an error status");
+  CHECK(c->hardware_refused_files == 1);
+  // The whole batch of 8, at most one refused half at each of the two halvings, and file 5 alone.
+  CHECK(first_epoch_refusals >= 2);
+  CHECK(first_epoch_refusals <= 4);
+  CHECK(c->hardware_refusals == first_epoch_refusals);  // the second epoch did not ask the engines
+  CHECK(c->images_hardware == 30);
+  if (off_engines)
+    CHECK(c->images_cuda + c->images_workers == 2);  // the workers may have read epoch 2's file 5 already
+  else
+    CHECK(c->images_cuda == 2);
+  CHECK(c->host_fallbacks == 0);
+  CHECK(c->state_waits == 0);
+  // File 5 explained the refusal with regions: the engines still decode regions.
+  if (regions) CHECK_THAT(decoder->describe(), Catch::Contains("each crop's region only"));
 }
 
 // Deliverable: decode the region of interest where the backend allows. The engines decoding only

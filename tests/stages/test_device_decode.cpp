@@ -1,6 +1,7 @@
 // data.decode: device: the nvJPEG stage's decisions that need no GPU (status classes, which files
 // the host decodes, how much pixel memory is kept) and the host half of its fallback.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -234,6 +235,9 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
     d.images_hardware = hardware;
     d.images_region = hardware / 2;
     d.state_waits = 1;
+    d.hardware_refusals = 3;
+    d.hardware_refused_files = 1;
+    d.arena_waits = 2;
     d.images_cuda = device - hardware;
     d.host_fallbacks = fallbacks;
     d.pageable_batches = 1;
@@ -243,7 +247,7 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
     d.submit_host_s = {0.5, 1.0, 2.0, 0.25, 0.125};
     return d;
   };
-  a.device_decode = counts({{64, 2, 60, 4, 0, 0.75}, {64, 0, 64, 0, 1, 0.5}}, 200, 190, 3, 1, 4096, 8192);
+  a.device_decode = counts({{64, 2, 60, 4, 0, 0.75, 0, 3}, {64, 0, 64, 0, 1, 0.5}}, 200, 190, 3, 1, 4096, 8192);
   b.device_decode = counts({{60, 4, 0, 60, 0}}, 150, 0, 5, 0, 16384, 16384);
   const run_result back = run_result_from_json(nlohmann::json::parse(run_result_to_json(a).dump()));
   REQUIRE(back.device_decode);
@@ -255,6 +259,11 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(back.device_decode->images_hardware == 190);
   CHECK(back.device_decode->images_region == 95);
   CHECK(back.device_decode->state_waits == 1);
+  CHECK(back.device_decode->windows[0].hardware_refusals == 3);
+  CHECK(back.device_decode->windows[1].hardware_refusals == 0);
+  CHECK(back.device_decode->hardware_refusals == 3);
+  CHECK(back.device_decode->hardware_refused_files == 1);
+  CHECK(back.device_decode->arena_waits == 2);
   CHECK(back.device_decode->windows[0].submit_host_s == 0.75);
   CHECK(back.device_decode->submit_host_s.cuda == 2.0);
   CHECK(back.device_decode->submit_host_s.crop == 0.125);
@@ -268,6 +277,9 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(d.images_hardware == 190);
   CHECK(d.images_region == 95);
   CHECK(d.state_waits == 2);
+  CHECK(d.hardware_refusals == 6);
+  CHECK(d.hardware_refused_files == 2);
+  CHECK(d.arena_waits == 4);
   CHECK(d.images_cuda == 160);
   CHECK(d.pageable_batches == 2);
   CHECK(d.submit_host_s.hardware == 2.0);  // summed over the rounds
@@ -277,4 +289,60 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(d.bytes_held == 16384);
   CHECK(d.peak_bytes_held == 16384);
   CHECK_FALSE(pool_rounds({run_result{}}).device_decode);  // host decoding: null, not zeros
+}
+
+// A batch the engines refuse whole is split until the files they refuse alone are found: every
+// refused file and only those, each good image decoded exactly once, and few calls.
+TEST_CASE("a batch the JPEG engines refuse whole is split until the refused files are found", "[decode]") {
+  const std::size_t n = GENERATE(std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{64}, std::size_t{256});
+  const std::vector<std::vector<std::size_t>> bad_sets = {{0}, {n - 1}, {n / 2}, {0, n - 1}, {1, 2, 3}};
+  for (std::vector<std::size_t> bad : bad_sets) {
+    bad.erase(std::remove_if(bad.begin(), bad.end(), [&](std::size_t b) { return b >= n; }), bad.end());
+    std::sort(bad.begin(), bad.end());
+    bad.erase(std::unique(bad.begin(), bad.end()), bad.end());
+    if (bad.empty()) continue;
+    INFO(n << " images, " << bad.size() << " refused, the first at " << bad.front());
+    std::vector<int> decoded(n, 0);
+    int calls = 0;
+    const auto decode = [&](std::size_t first, std::size_t count) {
+      ++calls;
+      REQUIRE(count > 0);
+      REQUIRE(first + count <= n);
+      for (std::size_t k = first; k < first + count; ++k)
+        if (std::binary_search(bad.begin(), bad.end(), k)) return false;
+      for (std::size_t k = first; k < first + count; ++k) ++decoded[k];
+      return true;
+    };
+    std::vector<std::size_t> refused;
+    isolate_refused(0, n, decode, refused);
+    std::sort(refused.begin(), refused.end());
+    CHECK(refused == bad);
+    for (std::size_t k = 0; k < n; ++k) {
+      INFO("image " << k);
+      CHECK(decoded[k] == (std::binary_search(bad.begin(), bad.end(), k) ? 0 : 1));
+    }
+    // Each refused file costs at most 2 calls per halving and one alone (of 256: 17).
+    std::size_t levels = 0;
+    while ((std::size_t{1} << levels) < n) ++levels;
+    CHECK(calls <= static_cast<int>(bad.size() * (2 * levels + 1)));
+  }
+}
+
+TEST_CASE("isolating the refused files: a refusal that does not come back isolates no file", "[decode]") {
+  // Every later call is taken: each image is decoded once, none is declared refused, and the
+  // inferred refusals are checked down to the last single image.
+  std::vector<std::size_t> refused;
+  std::vector<int> decoded(16, 0);
+  int calls = 0;
+  isolate_refused(
+      0, 16,
+      [&](std::size_t first, std::size_t count) {
+        ++calls;
+        for (std::size_t k = first; k < first + count; ++k) ++decoded[k];
+        return true;
+      },
+      refused);
+  CHECK(refused.empty());
+  CHECK(decoded == std::vector<int>(16, 1));
+  CHECK(calls == 5);  // 8, 4, 2, 1 and the last image alone
 }

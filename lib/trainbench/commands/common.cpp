@@ -96,6 +96,14 @@ void print_device_decode(const device_decode_result& d) {
               static_cast<long long>(d.images_region), static_cast<long long>(d.images_cuda),
               static_cast<long long>(d.images_workers), static_cast<long long>(d.host_fallbacks),
               static_cast<long long>(d.pageable_batches), d.pageable_batches == 1 ? "" : "es");
+  if (d.hardware_refusals > 0)
+    std::printf("  engines      refused %lld batched call%s whole; %lld file%s found refused alone, off the "
+                "engines since\n",
+                static_cast<long long>(d.hardware_refusals), d.hardware_refusals == 1 ? "" : "s",
+                static_cast<long long>(d.hardware_refused_files), d.hardware_refused_files == 1 ? "" : "s");
+  if (d.arena_waits > 0)
+    std::printf("  engines      %lld call%s waited on the host for the previous batch's crops (the host ran ahead)\n",
+                static_cast<long long>(d.arena_waits), d.arena_waits == 1 ? "" : "s");
   if (images == 0) return;
   const decode_host_phases& h = d.submit_host_s;
   const double ms = 1000.0 / static_cast<double>(images);

@@ -54,6 +54,12 @@ struct nvjpeg_options {
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;
   bool skip_bad_files = false;  // data.on_bad_file: skip
+  // Tests only, no profile key: the JPEG engines' batched calls are refused whenever they hold this
+  // dataset index, as nvJPEG refuses a file its own check took (no such file is known to make):
+  // with nvJPEG's status, without calling it, or (spoiling) by giving the engines a stream with no
+  // frame in the file's place, which nvJPEG itself refuses.
+  std::int64_t refuse_on_engines_for_tests = -1;
+  bool refuse_by_spoiling_for_tests = false;
 };
 std::unique_ptr<transfer_stage> make_nvjpeg_transfer(c10::Device device, const nvjpeg_options& options,
                                                      std::string& why);

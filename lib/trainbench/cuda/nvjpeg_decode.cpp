@@ -348,6 +348,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       crop_batch(e, n, out, stream);
     }
     ready_[slot].record(stream);
+    last_slot_ = static_cast<std::int64_t>(slot);
     // The loader refills the slot's file bytes, and its file ring reuses their block, only after
     // the decode has read them: this batch's `read` event, recorded after every read of them
     // (read_fence_slots; the ring may run the fence batches later, when it needs the room).
@@ -447,6 +448,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (capacity != held) {
       arena_ = at::Tensor();  // the old arena goes back first, so the two are never held at once
       arena_ = at::empty({capacity}, at::TensorOptions().device(device_).dtype(at::kByte));
+      arena_new_ = true;
     }
     counts_.bytes_held = capacity;
     counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, capacity);
@@ -480,7 +482,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     {
       host_time t{counts_.hardware_ns};
       batch_used_state_ = false;
-      decode_hardware(e, routes, stream);
+      decode_hardware(e, routes, stream, loader);
     }
     {
       host_time t{counts_.cuda_ns};
@@ -579,9 +581,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // each image's crop region only where this libnvjpeg has nvjpegDecodeBatchedEx and the engines
   // take the region (nvjpegDecodeBatchedSupportedEx, per image), else whole. The state is
   // initialised before each call, as NVIDIA's own hardware decoders do. A batch refused with
-  // regions is decoded again whole, and regions are not asked for again in this run.
-  // A batch refused whole goes image by image to the general backend.
-  void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream) {
+  // regions is decoded again whole, and regions are not asked for again in this run. A batch
+  // refused whole is split until the files the engines refuse are found (decode_refused).
+  void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream,
+                       batch_loader& loader) {
     std::vector<std::int64_t>& members = members_;
     members.clear();
     for (std::size_t i = 0; i < routes.size(); ++i)
@@ -594,10 +597,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     for (std::int64_t i : members) {
       data.push_back(e.data() + e.offsets[static_cast<std::size_t>(i)]);
       lengths.push_back(e.sizes[static_cast<std::size_t>(i)]);
+      spoil_for_tests(e, i, data.back(), lengths.back());
     }
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
+    wait_for_arena_readers(stream);
     std::string refused;  // this batch's refusal with regions
     if (regions_ && reserve_params(members.size())) {
       std::int64_t smaller = 0;
@@ -619,21 +624,127 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     std::vector<nvjpegImage_t>& outputs = member_outputs_;
     outputs.clear();
     for (std::int64_t i : members) outputs.push_back(outputs_[static_cast<std::size_t>(i)]);
+    const nvjpegStatus_t s = decode_whole(e, 0, members.size(), stream);
+    const bool taken = taken_whole(s, "nvjpegDecodeBatched (hardware)", count);
+    const std::size_t found = taken ? 0 : decode_refused(e, routes, stream, loader);
+    // A refusal with regions that no file explains turns them off: asking again would cost every
+    // later batch holding such a file a stream synchronisation. One a file explains (refused whole
+    // too, and now off the engines) leaves them on.
+    if (!refused.empty() && found == 0) regions_off(refused);
+  }
+
+  // The JPEG engines' writes did not wait for work queued earlier on their stream in torchcodec's
+  // measurements (H100, nvJPEG 12.3 to 13.2; of the barriers tried only a host wait held), though
+  // NVIDIA documents stream order. So before the engines write the arena the host waits for the
+  // last work that reads it: the crops of the batch before (their `ready` event). A new arena may
+  // be a block the caching allocator took back on this stream with work still queued on it
+  // (without a side stream, the step's own tensors): then the host waits for the whole stream, once
+  // per new arena. It blocks only where the host runs more than a batch ahead of the decode stream
+  // (arena_waits counts those); the time is in submit_host_s.hardware.
+  void wait_for_arena_readers(c10::cuda::CUDAStream stream) {
+    if (arena_new_) {
+      stream.synchronize();
+      arena_new_ = false;
+      return;
+    }
+    if (last_slot_ < 0) return;
+    at::cuda::CUDAEvent& readers = ready_[static_cast<std::size_t>(last_slot_)];
+    if (readers.query()) return;
+    ++counts_.arena_waits;
+    readers.synchronize();
+  }
+
+  // One batched call of the engines on the hardware images members_[first, first + count), whole,
+  // on this batch's state, initialised first.
+  nvjpegStatus_t decode_whole(const encoded_batch& e, std::size_t first, std::size_t count,
+                              c10::cuda::CUDAStream stream) {
+    if (refused_for_tests(e, first, count)) return NVJPEG_STATUS_JPEG_NOT_SUPPORTED;
     nvjpegJpegState_t state = hardware_->state(batch_state_);
-    check(api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
-    const nvjpegStatus_t s =
-        api_->batched(hardware_->handle, state, data.data(), lengths.data(), outputs.data(), stream.stream());
-    // A refusal with regions turns them off whatever the whole decode gives: asking again would
-    // cost every later batch holding such a file a stream synchronisation.
-    if (!refused.empty()) regions_off(refused);
+    check(api_->batched_init(hardware_->handle, state, static_cast<int>(count), 1, NVJPEG_OUTPUT_RGBI),
+          "nvjpegDecodeBatchedInitialize");
+    return api_->batched(hardware_->handle, state, member_data_.data() + first, member_lengths_.data() + first,
+                         member_outputs_.data() + first, stream.stream());
+  }
+
+  // Whether the engines took a whole-image call of `count` images (counted), or refused it
+  // (counted); a fatal status is a run error.
+  bool taken_whole(nvjpegStatus_t s, const char* call, std::int64_t count) {
     if (s == NVJPEG_STATUS_SUCCESS) {
       counts_.images_device += count;
       counts_.images_hardware += count;
-      return;
+      return true;
     }
     if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
-      throw run_error("nvjpeg", "nvjpegDecodeBatched (hardware) failed: " + status_text(s));
-    for (std::int64_t i : members) routes[static_cast<std::size_t>(i)] = route::general;
+      throw run_error("nvjpeg", std::string(call) + " failed: " + status_text(s));
+    ++counts_.hardware_refusals;
+    return false;
+  }
+
+  // nvJPEG refused a whole-image batch though its own check (nvjpegDecodeBatchedSupported) took
+  // every file of it; the status does not say which. isolate_refused (stages/device_decode.hpp)
+  // splits the batch until the refused files are found: the engines decode the rest, the general
+  // backend takes those now, and they leave the engines for the rest of the run (engines_take_),
+  // so one such file costs this once, not every batch that holds it, every epoch. Each call waits
+  // for the one before, failed or not: they share the batch's state, nvJPEG documents no reuse
+  // of a state whose work may be queued, and the engines do not wait for the stream. A search that
+  // finds no file (a refusal of the batch, not of a file) is given up after three: from then on a
+  // refused batch goes to the general backend image by image. The files found.
+  std::size_t decode_refused(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream,
+                             batch_loader& loader) {
+    if (fruitless_searches_ >= max_fruitless_searches) {
+      for (std::int64_t i : members_) routes[static_cast<std::size_t>(i)] = route::general;
+      return 0;
+    }
+    const auto decode = [&](std::size_t first, std::size_t count) {
+      stream.synchronize();
+      return taken_whole(decode_whole(e, first, count, stream), "nvjpegDecodeBatched (hardware, part of a batch)",
+                         static_cast<std::int64_t>(count));
+    };
+    std::vector<std::size_t>& refused = refused_members_;
+    refused.clear();
+    isolate_refused(0, members_.size(), decode, refused);
+    for (std::size_t k : refused) {
+      const std::int64_t i = members_[k];
+      routes[static_cast<std::size_t>(i)] = route::general;
+      const auto file = static_cast<std::size_t>(e.indices[static_cast<std::size_t>(i)]);
+      if (file >= engines_take_.size()) engines_take_.resize(file + 1, 0);
+      engines_take_[file] = 2;
+      ++counts_.hardware_refused_files;
+      move_to_workers(e, i, loader);
+    }
+    if (refused.empty() && ++fruitless_searches_ == max_fruitless_searches)
+      log_warn("nvjpeg: the JPEG engines refused whole batches that no file of them explains, " +
+               std::to_string(max_fruitless_searches) +
+               " times: such batches go to the general backend image by image from now on "
+               "(results.device_decode.hardware_refusals)");
+    if (!refused.empty() && !refusal_logged_) {
+      refusal_logged_ = true;
+      log_warn("nvjpeg: " + file_name(e, members_[refused.front()], loader) +
+               ": the JPEG engines refused it in a batched call though their check took it; it goes to the general "
+               "backend from now on, as any other such file (counted in results.device_decode.hardware_refused_files; "
+               "logged once)");
+    }
+    return refused.size();
+  }
+
+  // Tests only (nvjpeg_options::refuse_on_engines_for_tests): a call holding that file is refused
+  // with nvJPEG's status for it, without calling nvJPEG...
+  bool refused_for_tests(const encoded_batch& e, std::size_t first, std::size_t count) const {
+    if (options_.refuse_on_engines_for_tests < 0 || options_.refuse_by_spoiling_for_tests) return false;
+    for (std::size_t k = first; k < first + count; ++k)
+      if (e.indices[static_cast<std::size_t>(members_[k])] == options_.refuse_on_engines_for_tests) return true;
+    return false;
+  }
+
+  // ...or the engines get a stream with no frame (SOI, EOI) in place of its bytes, and nvJPEG
+  // refuses the call itself. The general backend still reads the file's own bytes.
+  void spoil_for_tests(const encoded_batch& e, std::int64_t i, const unsigned char*& data, std::size_t& length) const {
+    static constexpr unsigned char no_frame[] = {0xFF, 0xD8, 0xFF, 0xD9};
+    if (!options_.refuse_by_spoiling_for_tests ||
+        e.indices[static_cast<std::size_t>(i)] != options_.refuse_on_engines_for_tests)
+      return;
+    data = no_frame;
+    length = sizeof no_frame;
   }
 
   void regions_off(const std::string& why) {
@@ -643,10 +754,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   // A hardware state that no queued work still uses: nvJPEG documents no reuse of a state whose
-  // work may still be queued, and DALI and nvImageCodec wait for the previous batch before
-  // reusing theirs. A state is free once the `read` event of the batch it last took has fired
-  // (queried, not waited for); when none is, another is made, up to max_states, and only then
-  // does submit wait, for the state used longest ago.
+  // work may still be queued (nvImageCodec waits for its previous batch before initialising its
+  // state again, DALI before its decode call). A state is free once the `read` event of the batch
+  // it last took has fired (queried, not waited for); when none is, another is made, up to
+  // max_states, and only then does submit wait, for the state used longest ago.
   std::size_t take_state() {
     std::size_t oldest = 0;
     for (std::size_t k = 0; k < state_batch_.size(); ++k) {
@@ -712,6 +823,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   nvjpegStatus_t decode_regions(const encoded_batch& e, const std::vector<std::int64_t>& members,
                                 const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
                                 c10::cuda::CUDAStream stream, std::int64_t& smaller) {
+    if (refused_for_tests(e, 0, members.size())) return NVJPEG_STATUS_JPEG_NOT_SUPPORTED;
     std::vector<nvjpegImage_t>& outputs = member_outputs_;
     outputs.clear();
     for (std::size_t k = 0; k < members.size(); ++k) {
@@ -956,11 +1068,17 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   bool batch_used_state_ = false;
   std::vector<std::uint8_t> engines_take_;  // by dataset index: 0 not asked yet, 1 the engines take it, 2 not
   bool moved_logged_ = false;               // move_to_workers has logged its first file
+  bool refusal_logged_ = false;             // decode_refused has logged its first file
+  static constexpr int max_fruitless_searches = 3;
+  int fruitless_searches_ = 0;               // decode_refused's searches that found no file
+  std::vector<std::size_t> refused_members_;  // decode_refused's finds (kept: no allocation per search)
   std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
   std::vector<at::cuda::CUDAEvent> ready_, free_;
+  std::int64_t last_slot_ = -1;  // the slot whose `ready` event the last batch recorded
   std::vector<at::Tensor> images_, labels_;
   at::Tensor arena_;  // every image's RGB pixels, one region each (layout_)
+  bool arena_new_ = false;  // allocated since the engines last wrote it
   arena_layout layout_;
   arena_sizer sizer_;
   std::vector<nvjpegImage_t> outputs_;

@@ -305,11 +305,14 @@ void runner::record_device_decode(const device_decode_counts& before, const devi
                        now.images_hardware - before.images_hardware, now.images_cuda - before.images_cuda,
                        now.pageable_batches - before.pageable_batches,
                        static_cast<double>(now.submit_ns() - before.submit_ns()) * 1e-9,
-                       now.images_workers - before.images_workers});
+                       now.images_workers - before.images_workers, now.hardware_refusals - before.hardware_refusals});
   d.images_device = now.images_device;
   d.images_hardware = now.images_hardware;
   d.images_region = now.images_region;
   d.state_waits = now.state_waits;
+  d.hardware_refusals = now.hardware_refusals;
+  d.hardware_refused_files = now.hardware_refused_files;
+  d.arena_waits = now.arena_waits;
   d.images_cuda = now.images_cuda;
   d.host_fallbacks = now.host_fallbacks;
   d.images_workers = now.images_workers;

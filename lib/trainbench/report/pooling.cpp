@@ -168,13 +168,16 @@ json device_decode_state_json(const device_decode_result& d) {
   for (const auto& w : d.windows)
     windows.push_back(
         {w.images_device, w.host_fallbacks, w.images_hardware, w.images_cuda, w.pageable_batches, w.submit_host_s,
-         w.images_workers});
+         w.images_workers, w.hardware_refusals});
   const decode_host_phases& h = d.submit_host_s;
   return {{"windows", windows},
           {"images_device", d.images_device},
           {"images_hardware", d.images_hardware},
           {"images_region", d.images_region},
           {"state_waits", d.state_waits},
+          {"hardware_refusals", d.hardware_refusals},
+          {"hardware_refused_files", d.hardware_refused_files},
+          {"arena_waits", d.arena_waits},
           {"images_cuda", d.images_cuda},
           {"host_fallbacks", d.host_fallbacks},
           {"images_workers", d.images_workers},
@@ -188,11 +191,12 @@ json device_decode_state_json(const device_decode_result& d) {
 device_decode_result device_decode_from(const json& j) {
   device_decode_result d;
   // Windows are [images_device, host_fallbacks, images_hardware, images_cuda, pageable_batches,
-  // submit_host_s, images_workers] (the last one absent in states written before it).
+  // submit_host_s, images_workers, hardware_refusals] (the last two absent in states written before them).
+  const auto at_or_0 = [](const json& w, std::size_t k) { return w.size() > k ? w.at(k).get<std::int64_t>() : 0; };
   for (const auto& w : j.at("windows"))
     d.windows.push_back({w.at(0).get<std::int64_t>(), w.at(1).get<std::int64_t>(), w.at(2).get<std::int64_t>(),
                          w.at(3).get<std::int64_t>(), w.at(4).get<std::int64_t>(), w.at(5).get<double>(),
-                         w.size() > 6 ? w.at(6).get<std::int64_t>() : std::int64_t{0}});
+                         at_or_0(w, 6), at_or_0(w, 7)});
   const json& h = j.at("submit_host_s");
   d.submit_host_s = {h.at(0).get<double>(), h.at(1).get<double>(), h.at(2).get<double>(), h.at(3).get<double>(),
                      h.at(4).get<double>()};
@@ -200,6 +204,9 @@ device_decode_result device_decode_from(const json& j) {
   d.images_hardware = j.at("images_hardware").get<std::int64_t>();
   d.images_region = j.value("images_region", std::int64_t{0});
   d.state_waits = j.value("state_waits", std::int64_t{0});
+  d.hardware_refusals = j.value("hardware_refusals", std::int64_t{0});
+  d.hardware_refused_files = j.value("hardware_refused_files", std::int64_t{0});
+  d.arena_waits = j.value("arena_waits", std::int64_t{0});
   d.images_cuda = j.at("images_cuda").get<std::int64_t>();
   d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
   d.images_workers = j.value("images_workers", std::int64_t{0});
@@ -222,6 +229,9 @@ void pool_device_decode(std::optional<device_decode_result>& into, const device_
   into->images_hardware += d.images_hardware;
   into->images_region += d.images_region;
   into->state_waits += d.state_waits;
+  into->hardware_refusals += d.hardware_refusals;
+  into->hardware_refused_files += d.hardware_refused_files;
+  into->arena_waits += d.arena_waits;
   into->images_cuda += d.images_cuda;
   into->host_fallbacks += d.host_fallbacks;
   into->images_workers += d.images_workers;

@@ -139,11 +139,14 @@ json device_decode_json(const device_decode_result& d) {
                        {"images_cuda", w.images_cuda},
                        {"host_fallbacks", w.host_fallbacks},
                        {"images_workers", w.images_workers},
+                       {"hardware_refusals", w.hardware_refusals},
                        {"pageable_batches", w.pageable_batches},
                        {"submit_host_s", w.submit_host_s}});
   const decode_host_phases& h = d.submit_host_s;
   return {{"images_device", d.images_device},       {"images_hardware", d.images_hardware},
           {"images_region", d.images_region},       {"state_waits", d.state_waits},
+          {"hardware_refusals", d.hardware_refusals}, {"hardware_refused_files", d.hardware_refused_files},
+          {"arena_waits", d.arena_waits},
           {"images_cuda", d.images_cuda},           {"host_fallbacks", d.host_fallbacks},
           {"images_workers", d.images_workers},
           {"pageable_batches", d.pageable_batches},

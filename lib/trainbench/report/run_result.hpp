@@ -100,6 +100,7 @@ struct device_decode_window {
   std::int64_t pageable_batches = 0;
   double submit_host_s = 0;         // the decoder's host time in submit, all phases
   std::int64_t images_workers = 0;  // decoded by the loader's workers, copied up
+  std::int64_t hardware_refusals = 0;  // batched calls the engines refused whole, retries included
 };
 // The decoder's host time in submit by phase, seconds (see device_decode_counts).
 struct decode_host_phases {
@@ -111,6 +112,9 @@ struct device_decode_result {
   std::int64_t images_hardware = 0;   // by the hardware backend (the GPU's JPEG engines)
   std::int64_t images_region = 0;     // of those, decoded as their crop's region of interest only
   std::int64_t state_waits = 0;       // hardware batches whose submit waited for a free nvJPEG state
+  std::int64_t hardware_refusals = 0;      // batched calls the engines refused whole, retries included
+  std::int64_t hardware_refused_files = 0;  // files found refused alone, sent off the engines from then on
+  std::int64_t arena_waits = 0;  // hardware calls whose host waited for the previous batch's crops
   std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
   std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
   std::int64_t images_workers = 0;    // files the engines cannot take, decoded by the loader's workers

@@ -91,12 +91,41 @@ class read_fence_slots {
   std::atomic<std::int64_t> latest_{-1};
 };
 
+// A batched call that the JPEG engines refuse says only that some image of it cannot be decoded
+// there, not which. The caller's `decode(first, count)` decodes the images [first, first + count)
+// of the refused call again in one call and says whether the engines took them. The range is
+// halved down to single images; the images refused alone are appended to `refused` (found once,
+// so later epochs route them elsewhere from the start), the others are decoded. A half is not
+// tried when its sibling was taken (the range they share was refused), but an image is declared
+// refused only once it has been refused alone: a refusal that does not come back isolates nothing.
+// With r refused images of n, at most about r (2 log2(n) + 1) calls. `tried`: the range itself
+// was refused (false: only inferred).
+template <class Decode>
+void isolate_refused(std::size_t first, std::size_t count, Decode&& decode, std::vector<std::size_t>& refused,
+                     bool tried = true) {
+  if (count == 0) return;
+  if (count == 1) {
+    if (tried || !decode(first, 1)) refused.push_back(first);
+    return;
+  }
+  const std::size_t left = count / 2, right = count - left;
+  if (decode(first, left)) {
+    isolate_refused(first + left, right, decode, refused, false);
+    return;
+  }
+  isolate_refused(first, left, decode, refused, true);
+  if (!decode(first + left, right)) isolate_refused(first + left, right, decode, refused, true);
+}
+
 // What the stage has done so far; the runner takes differences over each window.
 struct device_decode_counts {
   std::int64_t images_device = 0;    // decoded by nvJPEG: images_hardware + images_cuda
   std::int64_t images_hardware = 0;  // by the hardware backend (the JPEG engines)
   std::int64_t images_region = 0;    // of those, decoded as their crop's region only (smaller than the file)
   std::int64_t state_waits = 0;      // hardware calls that waited for a decode state (every one busy)
+  std::int64_t hardware_refusals = 0;       // batched calls the engines refused whole (isolate_refused's retries too)
+  std::int64_t hardware_refused_files = 0;  // files found refused alone: routed off the engines from then on
+  std::int64_t arena_waits = 0;  // hardware calls whose host waited for the previous batch's crops
   std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
   std::int64_t images_workers = 0;  // decoded by the loader's workers (data.decode_off_engines: host), copied up
