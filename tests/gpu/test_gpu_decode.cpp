@@ -105,16 +105,16 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
 // (each "step" spins on the compute stream, which the side stream waits for), so the workers must
 // run the `read` fences to get room, over more batches than the stage has `read` events (16, used
 // round). A fence that let a worker refill bytes nvJPEG had not read yet would corrupt the files
-// of later batches, and engines that wrote the pixel arena before the crops of the batch before
-// had read it would mix two batches: every batch must still be the host path's within IDCT
-// tolerance.
+// of later batches, and engines that wrote a pixel arena before the crops that last read it (two
+// batches before) had run would mix two batches: every batch must still be the host path's within
+// IDCT tolerance.
 TEST_CASE("nvJPEG with a small pinned file ring and a lagging device: every batch is the host path's", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const auto ds = read_image_folder(decode_data(), "train");
   const c10::Device device(c10::kCUDA, 0);
   nvjpeg_options no = small_options();
   // On a side stream, or on the compute stream behind the lagging steps: either way the engines
-  // must not write the arena before the crops of the batch before have read it.
+  // must not write an arena before the crops that last read it have run.
   no.copy_stream = GENERATE(true, false);
   INFO("copy_stream " << no.copy_stream);
   auto decoder = nvjpeg_decoder(device, no);

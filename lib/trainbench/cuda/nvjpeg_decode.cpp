@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -261,7 +262,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     free_.resize(static_cast<std::size_t>(depth_));
     read_events_.make(read_slots_.size());
     open_hardware();
-    // A state per batch in flight and one more, made now: in a steady loop none is made later.
+    // Three states, made now: the batches two arenas let the host run ahead of the decode stream,
+    // and one more; in a steady loop none is made later.
     if (hardware_) state_batch_.assign(hardware_->states.size(), -1);
     regions_ = hardware_ && o.regions && api->has_regions();
     if (hardware_ && !regions_)
@@ -298,7 +300,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // image to the general backend.
   void open_hardware() {
     try {
-      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, depth_ + 1);
+      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, 3);
       if (!*hardware_) hardware_.reset();
     } catch (const std::exception& e) {
       hardware_.reset();
@@ -348,7 +350,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       crop_batch(e, n, out, stream);
     }
     ready_[slot].record(stream);
-    last_slot_ = static_cast<std::int64_t>(slot);
+    arenas_[turn_].read.record(stream);  // every read of this batch's arena is before it
     // The loader refills the slot's file bytes, and its file ring reuses their block, only after
     // the decode has read them: this batch's `read` event, recorded after every read of them
     // (read_fence_slots; the ring may run the fence batches later, when it needs the room).
@@ -426,14 +428,17 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       images_.push_back(at::empty({b, 3, s, s}, opts.dtype(options_.dtype), format));
       labels_.push_back(at::empty({b}, opts.dtype(at::kLong)));
     }
-    // A job table per batch in flight and one more, made now: the launches allocate nothing later.
-    if (fused_) crop_kernel_.reserve(static_cast<int>(b), depth_ + 1);
+    // A job table per batch whose crops may be in flight (this one and the last: the host waits for
+    // the one before before the engines start) and one more, made now: the launches allocate
+    // nothing later.
+    if (fused_) crop_kernel_.reserve(static_cast<int>(b), 3);
   }
 
   // Each image of the batch gets its own region of one arena (the hardware engines may write
-  // them in any order). The arena is reused by the next batch in the decode stream's order, after
-  // this batch's crops have read it; a replaced arena goes back to the caching allocator on that
-  // same stream, so it cannot be handed out while this work may still touch it.
+  // them in any order). Two arenas, used in turn: the engines write one while the crops of the
+  // batch before may still read the other (wait_for_arena_readers). A replaced arena goes back to
+  // the caching allocator on the decode stream, so stream-ordered work cannot get it while this
+  // work may still touch it; the engines' writes are not stream-ordered, hence arenas_fresh_.
   void place(const encoded_batch& e, std::int64_t n) {
     image_bytes_.clear();  // keeps its capacity, as every per-batch vector of this stage
     for (std::int64_t i = 0; i < n; ++i) {
@@ -443,15 +448,23 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                                          : static_cast<std::int64_t>(info.width) * info.height * 3);
     }
     layout_arena(image_bytes_, layout_);
-    const std::int64_t held = arena_.defined() ? arena_.numel() : 0;
-    const std::int64_t capacity = sizer_.capacity_for(layout_.total, held);
+    turn_ = 1 - turn_;
+    // One size for both, from every batch: both are replaced together, so the host waits for the
+    // stream once per size, not once per arena.
+    const std::int64_t held = arenas_[0].bytes.defined() ? arenas_[0].bytes.numel() : 0;
+    std::int64_t capacity = sizer_.capacity_for(layout_.total, held);
+    // Grown a quarter beyond the need: each new size costs the host a wait for the decode stream.
+    if (capacity > held) capacity += capacity / 4;
     if (capacity != held) {
-      arena_ = at::Tensor();  // the old arena goes back first, so the two are never held at once
-      arena_ = at::empty({capacity}, at::TensorOptions().device(device_).dtype(at::kByte));
-      arena_new_ = true;
+      arena_ = at::Tensor();  // the last batch's arena: its only other owner, so it is freed below
+      for (pixel_arena& a : arenas_) a.bytes = at::Tensor();  // the old ones go back first
+      const auto bytes = at::TensorOptions().device(device_).dtype(at::kByte);
+      for (pixel_arena& a : arenas_) a.bytes = at::empty({capacity}, bytes);
+      arenas_fresh_ = true;
     }
-    counts_.bytes_held = capacity;
-    counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, capacity);
+    arena_ = arenas_[turn_].bytes;
+    counts_.bytes_held = 2 * capacity;
+    counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, counts_.bytes_held);
     outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
     decoded_.resize(static_cast<std::size_t>(n));
     std::uint8_t* base = arena_.data_ptr<std::uint8_t>();
@@ -602,11 +615,13 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
+    const bool with_regions = regions_ && reserve_params(members.size());
+    // Host work only, so before the wait: the engines may still be decoding the batch before.
+    const std::int64_t smaller = with_regions ? ask_regions(e, members) : 0;
     wait_for_arena_readers(stream);
     std::string refused;  // this batch's refusal with regions
-    if (regions_ && reserve_params(members.size())) {
-      std::int64_t smaller = 0;
-      const nvjpegStatus_t s = decode_regions(e, members, data, lengths, stream, smaller);
+    if (with_regions) {
+      const nvjpegStatus_t s = decode_regions(e, members, data, lengths, stream);
       if (s == NVJPEG_STATUS_SUCCESS) {
         counts_.images_device += count;
         counts_.images_hardware += count;
@@ -635,23 +650,26 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   // The JPEG engines' writes did not wait for work queued earlier on their stream in torchcodec's
   // measurements (H100, nvJPEG 12.3 to 13.2; of the barriers tried only a host wait held), though
-  // NVIDIA documents stream order. So before the engines write the arena the host waits for the
-  // last work that reads it: the crops of the batch before (their `ready` event). A new arena may
-  // be a block the caching allocator took back on this stream with work still queued on it
-  // (without a side stream, the step's own tensors): then the host waits for the whole stream, once
-  // per new arena. It blocks only where the host runs more than a batch ahead of the decode stream
-  // (arena_waits counts those); the time is in submit_host_s.hardware.
+  // NVIDIA documents stream order. So before the engines write this batch's arena the host waits
+  // for the last work that read it: the crops of the batch before the last (the arenas alternate),
+  // so the engines can start on this batch while the crops of the last one still queue. A new
+  // arena may be a block the caching allocator took back on this stream with work still queued on
+  // it (without a side stream, the step's own tensors): then the host waits for the whole stream,
+  // once per new pair. It blocks only where the host runs further ahead of the decode stream than
+  // two arenas allow, or after new arenas (arena_waits counts both); the time is in
+  // submit_host_s.hardware.
   void wait_for_arena_readers(c10::cuda::CUDAStream stream) {
-    if (arena_new_) {
+    pixel_arena& a = arenas_[turn_];
+    if (arenas_fresh_) {
+      arenas_fresh_ = false;
+      if (stream.query()) return;
+      ++counts_.arena_waits;
       stream.synchronize();
-      arena_new_ = false;
       return;
     }
-    if (last_slot_ < 0) return;
-    at::cuda::CUDAEvent& readers = ready_[static_cast<std::size_t>(last_slot_)];
-    if (readers.query()) return;
+    if (a.read.query()) return;
     ++counts_.arena_waits;
-    readers.synchronize();
+    a.read.synchronize();
   }
 
   // One batched call of the engines on the hardware images members_[first, first + count), whole,
@@ -816,16 +834,13 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     return false;
   }
 
-  // nvjpegDecodeBatchedEx with each image's region of interest (ask_region), written densely
-  // (pitch: the region's width) at the start of the image's arena region; decoded_ holds what
-  // each image's pixels are. The status is returned, a fatal one too: the caller decodes the
-  // batch again whole, and that call's status decides.
-  nvjpegStatus_t decode_regions(const encoded_batch& e, const std::vector<std::int64_t>& members,
-                                const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
-                                c10::cuda::CUDAStream stream, std::int64_t& smaller) {
-    if (refused_for_tests(e, 0, members.size())) return NVJPEG_STATUS_JPEG_NOT_SUPPORTED;
+  // Each hardware image's region of interest (ask_region) into its decode parameters, and its
+  // output written densely (pitch: the region's width) at the start of the image's arena region;
+  // decoded_ holds what each image's pixels are. The images decoded smaller than their file.
+  std::int64_t ask_regions(const encoded_batch& e, const std::vector<std::int64_t>& members) {
     std::vector<nvjpegImage_t>& outputs = member_outputs_;
     outputs.clear();
+    std::int64_t smaller = 0;
     for (std::size_t k = 0; k < members.size(); ++k) {
       const std::size_t i = static_cast<std::size_t>(members[k]);
       smaller += ask_region(e, members[k], k) ? 1 : 0;
@@ -833,11 +848,20 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       o.pitch[0] = static_cast<std::size_t>(decoded_[i].width) * 3;
       outputs.push_back(o);
     }
+    return smaller;
+  }
+
+  // nvjpegDecodeBatchedEx with the regions ask_regions set. The status is returned, a fatal one
+  // too: the caller decodes the batch again whole, and that call's status decides.
+  nvjpegStatus_t decode_regions(const encoded_batch& e, const std::vector<std::int64_t>& members,
+                                const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
+                                c10::cuda::CUDAStream stream) {
+    if (refused_for_tests(e, 0, members.size())) return NVJPEG_STATUS_JPEG_NOT_SUPPORTED;
     nvjpegJpegState_t state = hardware_->state(batch_state_);
     const int count = static_cast<int>(members.size());
     const nvjpegStatus_t init = api_->batched_init(hardware_->handle, state, count, 1, NVJPEG_OUTPUT_RGBI);
     if (init != NVJPEG_STATUS_SUCCESS) return init;
-    return api_->batched_ex(hardware_->handle, state, data.data(), lengths.data(), outputs.data(),
+    return api_->batched_ex(hardware_->handle, state, data.data(), lengths.data(), member_outputs_.data(),
                             hardware_->params[batch_state_].data(), stream.stream());
   }
 
@@ -1075,12 +1099,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::int64_t submitted_ = 0;
   std::size_t taken_ = 0;
   std::vector<at::cuda::CUDAEvent> ready_, free_;
-  std::int64_t last_slot_ = -1;  // the slot whose `ready` event the last batch recorded
   std::vector<at::Tensor> images_, labels_;
-  at::Tensor arena_;  // every image's RGB pixels, one region each (layout_)
-  bool arena_new_ = false;  // allocated since the engines last wrote it
-  arena_layout layout_;
+  // Decoded pixels, one batch each, used in turn; arena_ is this batch's (image k's RGB rows at
+  // layout_.offsets[k]).
+  struct pixel_arena {
+    at::Tensor bytes;
+    at::cuda::CUDAEvent read;  // recorded after the crops of the last batch that used it
+  };
+  std::array<pixel_arena, 2> arenas_;
+  int turn_ = 1;
+  bool arenas_fresh_ = false;  // allocated since the host last waited for the decode stream
   arena_sizer sizer_;
+  at::Tensor arena_;
+  arena_layout layout_;
   std::vector<nvjpegImage_t> outputs_;
   std::vector<plan_region> decoded_;  // by image: the pixels in its arena region (whole, or its crop's region)
   bool regions_ = false;              // the engines decode regions of interest (nvjpegDecodeBatchedEx)

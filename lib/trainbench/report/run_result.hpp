@@ -114,14 +114,14 @@ struct device_decode_result {
   std::int64_t state_waits = 0;       // hardware batches whose submit waited for a free nvJPEG state
   std::int64_t hardware_refusals = 0;      // batched calls the engines refused whole, retries included
   std::int64_t hardware_refused_files = 0;  // files found refused alone, sent off the engines from then on
-  std::int64_t arena_waits = 0;  // hardware calls whose host waited for the previous batch's crops
+  std::int64_t arena_waits = 0;  // hardware calls whose host waited for their arena's last crops, or new arenas
   std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
   std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
   std::int64_t images_workers = 0;    // files the engines cannot take, decoded by the loader's workers
   std::int64_t pageable_batches = 0;  // batches whose files nvJPEG read from pageable memory (not the pinned ring)
   decode_host_phases submit_host_s;   // the whole run, warmup included
   std::int64_t replaced_samples = 0;  // files neither could decode, replaced (data.on_bad_file: skip)
-  std::int64_t bytes_held = 0;        // the pixel arena at the end (a pooled report: the largest)
+  std::int64_t bytes_held = 0;        // the two pixel arenas at the end (a pooled report: the largest)
   std::int64_t peak_bytes_held = 0;
 };
 

@@ -125,7 +125,7 @@ struct device_decode_counts {
   std::int64_t state_waits = 0;      // hardware calls that waited for a decode state (every one busy)
   std::int64_t hardware_refusals = 0;       // batched calls the engines refused whole (isolate_refused's retries too)
   std::int64_t hardware_refused_files = 0;  // files found refused alone: routed off the engines from then on
-  std::int64_t arena_waits = 0;  // hardware calls whose host waited for the previous batch's crops
+  std::int64_t arena_waits = 0;  // hardware calls whose host waited for their arena's last crops, or new arenas
   std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
   std::int64_t images_workers = 0;  // decoded by the loader's workers (data.decode_off_engines: host), copied up
@@ -137,7 +137,7 @@ struct device_decode_counts {
   std::int64_t route_ns = 0, hardware_ns = 0, cuda_ns = 0, fallback_ns = 0, crop_ns = 0;
   std::int64_t submit_ns() const { return route_ns + hardware_ns + cuda_ns + fallback_ns + crop_ns; }
   std::int64_t replaced_samples = 0;  // bad files (data.on_bad_file: skip) replaced within the batch
-  std::int64_t bytes_held = 0;      // pixel arena now
+  std::int64_t bytes_held = 0;      // the two pixel arenas now
   std::int64_t peak_bytes_held = 0;
 };
 
