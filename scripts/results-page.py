@@ -156,8 +156,13 @@ def imagenet_section(reports):
 
 
 def overlap_text(r):
-    share = (r.get("results") or {}).get("h2d_overlap_share")
-    return f"{100 * share:.1f}%" if isinstance(share, (int, float)) else "–"
+    """results.h2d_overlap_share, and with device decoding how often the host waited before the
+    JPEG engines wrote an arena (results.device_decode.arena_waits; docs/device-decode.md)."""
+    res = r.get("results") or {}
+    share = res.get("h2d_overlap_share")
+    text = f"{100 * share:.1f}%" if isinstance(share, (int, float)) else "–"
+    waits = (res.get("device_decode") or {}).get("arena_waits")
+    return text + (f" (arena waits: {waits})" if waits else "")
 
 
 def resnet50_section(reports):
