@@ -594,8 +594,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // each image's crop region only where this libnvjpeg has nvjpegDecodeBatchedEx and the engines
   // take the region (nvjpegDecodeBatchedSupportedEx, per image), else whole. The state is
   // initialised before each call, as NVIDIA's own hardware decoders do. A batch refused with
-  // regions is decoded again whole, and regions are not asked for again in this run. A batch
-  // refused whole is split until the files the engines refuse are found (decode_refused).
+  // regions is decoded again whole, and regions are not asked for again in this run unless a file
+  // the engines refuse whole too explains it. A batch refused whole is split until the files the
+  // engines refuse are found (decode_refused).
   void decode_hardware(const encoded_batch& e, std::vector<route>& routes, c10::cuda::CUDAStream stream,
                        batch_loader& loader) {
     std::vector<std::int64_t>& members = members_;
