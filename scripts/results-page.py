@@ -451,7 +451,7 @@ def decode_section(decode):
             split += (f"; engines refused {d['hardware_refusals']} calls whole, "
                       f"{d.get('hardware_refused_files', 0)} files found")
         if d and d.get("arena_waits"):
-            split += f"; the host waited {d['arena_waits']} times for the previous batch's crops"
+            split += f"; arena waits: {d['arena_waits']}"
         print(f"| {mode} | {(r.get('effective') or {}).get('decode', '?')} | {fmt(median(r))} | {iqr} | {p} | "
               f"{split} | {notes_of(r)} |")
         if r.get("status") != "ok":
