@@ -17,6 +17,7 @@
 #include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/ladder_store.hpp"
 #include "trainbench/distributed/process_group.hpp"
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/stages/weights.hpp"
 

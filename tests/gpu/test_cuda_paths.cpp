@@ -19,6 +19,7 @@
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/pipeline.hpp"
 
 using namespace trainbench;

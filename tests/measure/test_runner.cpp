@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "trainbench/measure/runner.hpp"
+#include "trainbench/model/resnet.hpp"
 
 using namespace trainbench;
 

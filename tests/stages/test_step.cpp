@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/amp.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"

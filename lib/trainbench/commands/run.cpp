@@ -7,6 +7,7 @@
 #include "trainbench/distributed/host_address.hpp"
 #include "trainbench/distributed/rank_merge.hpp"
 #include "trainbench/measure/stats.hpp"
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/report/pooling.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"

@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/model/resnet.hpp"
 
 namespace trainbench {
 namespace {

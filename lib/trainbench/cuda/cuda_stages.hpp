@@ -8,7 +8,6 @@
 #include "trainbench/config/profile.hpp"
 #include "trainbench/measure/clock.hpp"
 #include "trainbench/measure/probe.hpp"
-#include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/train_step.hpp"
 #include "trainbench/stages/transfer.hpp"
 

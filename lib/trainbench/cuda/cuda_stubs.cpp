@@ -4,6 +4,7 @@
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/measure/kernel_families.hpp"
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/util/error.hpp"
 
 namespace trainbench {

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/amp.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"

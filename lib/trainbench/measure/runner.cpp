@@ -1,6 +1,7 @@
 #include "trainbench/measure/runner.hpp"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 
 #include <algorithm>
 #include <chrono>

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/amp.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 #include "trainbench/stages/optimizer.hpp"

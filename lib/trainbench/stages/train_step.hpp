@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
-#include "trainbench/model/resnet.hpp"
 #include "trainbench/stages/batch.hpp"
 #include "trainbench/stages/grad_scaler.hpp"
 
 namespace trainbench {
+
+// Declared only: model/resnet.hpp brings LibTorch's nn headers (about 12 s of parsing a file),
+// which most users of a step never touch.
+class resnet;
 
 class train_step {
  public:
