@@ -12,6 +12,7 @@
 #include "trainbench/config/effective_rules.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
@@ -380,6 +381,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
     resnet model = make_model(p, device, e);
     parameters = parameter_count(*model);
     const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};
+    bool pytorch_batch_norms = true;  // some batch norm runs PyTorch's own, not a fused one
     if (p.backend.compile) {
       // In the order a step meets them; the graph is added below once it is built.
       e.compile.push_back("channels_last");
@@ -393,6 +395,11 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       for (const auto& f : fused.applied) e.compile.push_back(f);
       for (const auto& f : fused.ineffective) e.notes.push_back("backend.compile: " + f);
       e.compile.push_back("fused_sgd");
+      pytorch_batch_norms = !fused.ineffective.empty();
+    }
+    if (on_cuda && p.train.amp == amp_mode::bf16 && pytorch_batch_norms) {
+      const std::string note = bf16_batch_norm_note(device, p.backend.compile || p.model.channels_last);
+      if (!note.empty()) e.notes.push_back(note);
     }
     if (out.group) {
       // Every rank starts from rank 0's weights (and batch-norm statistics), as DDP does.

@@ -14,6 +14,7 @@
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
+#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/pipeline.hpp"
 
@@ -251,4 +252,37 @@ TEST_CASE("backend.compile on the GPU: NHWC, the fusions built, fused SGD and on
       named = named || n.find(m) != std::string::npos;
   }
   CHECK(named);
+}
+
+TEST_CASE("PyTorch's own batch norm on the GPU: cuDNN in fp16 and fp32, its own kernels in bf16, and a bf16 run says so",
+          "[gpu]") {
+  require_cuda();
+  const c10::Device cuda(c10::kCUDA, 0);
+  // PyTorch 2.11's _select_batch_norm_backend never gives bf16 to cuDNN (docs/fused-batch-norm.md):
+  // the one known difference between the eager fp16 and bf16 rungs.
+  for (const bool channels_last : {false, true}) {
+    INFO("channels_last " << channels_last);
+    CHECK(pytorch_batch_norm_backend(cuda, at::kHalf, channels_last) == "cudnn");
+    CHECK(pytorch_batch_norm_backend(cuda, at::kFloat, channels_last) == "cudnn");
+    CHECK(pytorch_batch_norm_backend(cuda, at::kBFloat16, channels_last) == "native");
+  }
+  const auto dir = tbtest::scratch("gpu-bn-backend");
+  auto notes_of = [&](const std::string& amp) {
+    tbtest::write_text(dir / "p.yaml",
+                       "name: gpu-bn-backend\ndevice: cuda\ndata: {source: synthetic, samples: 64, image_size: 32}\n"
+                       "model: {channels_last: true}\ntrain: {batch_size: 8, amp: " +
+                           amp + "}\nmeasure: {warmup_batches: 1, measured_batches: 2, nvtx: off}\n");
+    const profile prof = load_profile(dir / "p.yaml").value;
+    effective_settings e;
+    std::int64_t parameters = 0;
+    pipeline p = build_pipeline(prof, build_options{}, e, parameters);
+    return e.notes;
+  };
+  const std::vector<std::string> bf16 = notes_of("bf16");
+  REQUIRE(bf16.size() == 1);
+  CHECK(bf16[0] == bf16_batch_norm_note(cuda, true));
+  CHECK_THAT(bf16[0], Catch::StartsWith("train.amp: bf16: PyTorch gives batch norms in bf16 to PyTorch's own kernels "
+                                        "but in fp16 to cuDNN's kernels"));
+  CHECK(notes_of("fp16").empty());
+  CHECK(notes_of("off").empty());
 }

@@ -9,6 +9,7 @@
 
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
+#include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/stages/fused_sgd.hpp"
@@ -301,4 +302,22 @@ TEST_CASE("run with backend.compile on the CPU, --strict: the report lists the p
   const auto errors = tbtest::schema_errors(j);
   INFO(errors.size() << " schema errors, first: " << (errors.empty() ? "" : errors.front()));
   CHECK(errors.empty());
+}
+
+TEST_CASE("PyTorch's batch-norm backend is asked, not assumed: its own kernels for every dtype on the CPU, and no bf16 note there") {
+  for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    INFO(c10::toString(dtype));
+    CHECK(pytorch_batch_norm_backend(c10::kCPU, dtype, false) == "native");
+    CHECK(pytorch_batch_norm_backend(c10::kCPU, dtype, true) == "native");
+  }
+  CHECK(bf16_batch_norm_note(c10::kCPU, true).empty());
+  // The pipeline asks only on CUDA: a bf16 run on the CPU carries no such note.
+  const auto dir = tbtest::scratch("bn-backend-cpu");
+  profile p = load_profile(tbtest::tiny_profile(dir)).value;
+  p.train.amp = amp_mode::bf16;
+  effective_settings e;
+  std::int64_t parameters = 0;
+  pipeline built = build_pipeline(p, build_options{}, e, parameters);
+  CHECK(e.amp == "bf16");
+  for (const auto& note : e.notes) CHECK(note.find("batch norms") == std::string::npos);
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/native/Normalization.h>
 
 #include <algorithm>
 
@@ -145,6 +146,36 @@ void unbias_running_var(const torch::Tensor& running_var, const torch::Tensor& n
   at::Tensor out = running_var;
   at::add_out(out, next_var, inv_std.pow(-2), k);
   out.sub_(k * eps);
+}
+
+std::string pytorch_batch_norm_backend(c10::Device device, at::ScalarType dtype, bool channels_last) {
+  const auto weights = at::TensorOptions().device(device).dtype(at::kFloat);
+  // Only dtypes, shapes and layout are read: empty tensors, no kernel runs.
+  const auto layout = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  const at::Tensor x = at::empty({2, 8, 4, 4}, weights.dtype(dtype).memory_format(layout));
+  const at::Tensor weight = at::empty({8}, weights), bias = at::empty({8}, weights);
+  const at::Tensor mean = at::empty({8}, weights), var = at::empty({8}, weights);
+  switch (at::native::_select_batch_norm_backend(x, weight, bias, mean, var, /*training=*/true, 1e-5)) {
+    case at::native::BatchNormBackend::Cudnn:
+      return "cudnn";
+    case at::native::BatchNormBackend::Miopen:
+      return "miopen";
+    default:
+      return "native";
+  }
+}
+
+std::string bf16_batch_norm_note(c10::Device device, bool channels_last) {
+  const std::string bf16 = pytorch_batch_norm_backend(device, at::kBFloat16, channels_last);
+  const std::string fp16 = pytorch_batch_norm_backend(device, at::kHalf, channels_last);
+  if (bf16 == fp16) return "";
+  auto kernels = [](const std::string& b) {
+    return b == "cudnn" ? "cuDNN's kernels" : b == "miopen" ? "MIOpen's kernels" : "PyTorch's own kernels";
+  };
+  return std::string("train.amp: bf16: PyTorch gives batch norms in bf16 to ") + kernels(bf16) + " but in fp16 to " +
+         kernels(fp16) +
+         " (its batch-norm backend choice), so part of a gap to the same run in fp16 is that, not the dtype; "
+         "a batch norm backend.compile fuses runs on cuDNN in both";
 }
 
 batch_norm_problem make_batch_norm_problem(const std::array<std::int64_t, 4>& nchw, at::ScalarType dtype, bool add,

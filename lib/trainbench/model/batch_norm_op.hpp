@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace trainbench {
 
@@ -65,6 +66,17 @@ const char* running_var_kind_name(running_var_kind k);
 // three small kernels on a GPU.
 void unbias_running_var(const torch::Tensor& running_var, const torch::Tensor& next_var, const torch::Tensor& inv_std,
                         double eps, double momentum, std::int64_t count);
+
+// Which kernels PyTorch's own batch norm (what the unfused ops run) picks for an input of `dtype`
+// with fp32 weights, as under autocast: "cudnn", "miopen" or "native". Asked of PyTorch
+// (at::native::_select_batch_norm_backend) with a small tensor on `device`; the layout is passed
+// as a run has it, though PyTorch 2.11 reads it on MIOpen's branch only.
+std::string pytorch_batch_norm_backend(c10::Device device, at::ScalarType dtype, bool channels_last);
+
+// The note a bf16 run gets where PyTorch runs its batch norms on other kernels in bf16 than in
+// fp16 (PyTorch 2.11 gives cuDNN fp16 and fp32, never bf16), so that a bf16 rung slower than its fp16 twin is not
+// read as the cost of the dtype alone. Empty where both dtypes get the same kernels.
+std::string bf16_batch_norm_note(c10::Device device, bool channels_last);
 
 // A test problem for relu(bn(x) [+ residual]) whose pre-ReLU values all stay well away from zero,
 // so that implementations that differ by rounding agree on every element's ReLU mask (a flipped
