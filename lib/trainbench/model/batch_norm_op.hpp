@@ -74,8 +74,8 @@ void unbias_running_var(const torch::Tensor& running_var, const torch::Tensor& n
 std::string pytorch_batch_norm_backend(c10::Device device, at::ScalarType dtype, bool channels_last);
 
 // The note a bf16 run gets where PyTorch runs its batch norms on other kernels in bf16 than in
-// fp16 (PyTorch 2.11 gives cuDNN fp16 and fp32, never bf16), so that a bf16 rung slower than its fp16 twin is not
-// read as the cost of the dtype alone. Empty where both dtypes get the same kernels.
+// fp16 (PyTorch 2.11 gives cuDNN fp16 and fp32, never bf16), so that a bf16 rung slower than its
+// fp16 twin is not read as the cost of the dtype alone. Empty where both get the same kernels.
 std::string bf16_batch_norm_note(c10::Device device, bool channels_last);
 
 // A test problem for relu(bn(x) [+ residual]) whose pre-ReLU values all stay well away from zero,
