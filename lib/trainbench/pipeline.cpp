@@ -398,7 +398,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       pytorch_batch_norms = !fused.ineffective.empty();
     }
     if (on_cuda && p.train.amp == amp_mode::bf16 && pytorch_batch_norms) {
-      const std::string note = bf16_batch_norm_note(device, p.backend.compile || p.model.channels_last);
+      const std::string note = bf16_batch_norm_note(device, p.model.channels_last);
       if (!note.empty()) e.notes.push_back(note);
     }
     if (out.group) {

@@ -434,6 +434,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (fused_) crop_kernel_.reserve(static_cast<int>(b), 3);
   }
 
+  // The arena of the batch being submitted (place() turns to it).
+  const at::Tensor& arena() const { return arenas_[turn_].bytes; }
+
   // Each image of the batch gets its own region of one arena (the hardware engines may write
   // them in any order). Two arenas, used in turn: the engines write one while the crops of the
   // batch before may still read the other (wait_for_arena_readers). A replaced arena goes back to
@@ -456,18 +459,16 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     // Grown a quarter beyond the need: each new size costs the host a wait for the decode stream.
     if (capacity > held) capacity += capacity / 4;
     if (capacity != held) {
-      arena_ = at::Tensor();  // the last batch's arena: its only other owner, so it is freed below
       for (pixel_arena& a : arenas_) a.bytes = at::Tensor();  // the old ones go back first
       const auto bytes = at::TensorOptions().device(device_).dtype(at::kByte);
       for (pixel_arena& a : arenas_) a.bytes = at::empty({capacity}, bytes);
       arenas_fresh_ = true;
     }
-    arena_ = arenas_[turn_].bytes;
     counts_.bytes_held = 2 * capacity;
     counts_.peak_bytes_held = std::max(counts_.peak_bytes_held, counts_.bytes_held);
     outputs_.assign(static_cast<std::size_t>(n), nvjpegImage_t{});
     decoded_.resize(static_cast<std::size_t>(n));
-    std::uint8_t* base = arena_.data_ptr<std::uint8_t>();
+    std::uint8_t* base = arena().data_ptr<std::uint8_t>();
     for (std::int64_t i = 0; i < n; ++i) {
       const jpeg_info& info = e.infos[static_cast<std::size_t>(i)];
       auto& o = outputs_[static_cast<std::size_t>(i)];
@@ -520,7 +521,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   void copy_up(const encoded_batch& e, std::int64_t i) {
     const std::size_t k = static_cast<std::size_t>(i);
     if (e.ring) {
-      C10_CUDA_CHECK(cudaMemcpyAsync(arena_.data_ptr<std::uint8_t>() + layout_.offsets[k], e.data() + e.offsets[k],
+      C10_CUDA_CHECK(cudaMemcpyAsync(arena().data_ptr<std::uint8_t>() + layout_.offsets[k], e.data() + e.offsets[k],
                                      e.sizes[k], cudaMemcpyHostToDevice,
                                      c10::cuda::getCurrentCUDAStream(device_.index()).stream()));
     } else {
@@ -528,7 +529,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       const auto bytes = static_cast<std::int64_t>(e.sizes[k]);
       at::Tensor staged = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
       std::memcpy(staged.data_ptr(), e.data() + e.offsets[k], e.sizes[k]);
-      arena_.narrow(0, layout_.offsets[k], bytes).copy_(staged, true);
+      arena().narrow(0, layout_.offsets[k], bytes).copy_(staged, true);
     }
     ++counts_.images_workers;
   }
@@ -903,7 +904,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       const std::int64_t bytes = static_cast<std::int64_t>(info.width) * info.height * 3;
       at::Tensor staged = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
       packed_rgb(px, staged.data_ptr<std::uint8_t>());
-      arena_.narrow(0, layout_.offsets[static_cast<std::size_t>(i)], bytes).copy_(staged, true);
+      arena().narrow(0, layout_.offsets[static_cast<std::size_t>(i)], bytes).copy_(staged, true);
       ++counts_.host_fallbacks;
       return true;
     } catch (const bad_image& bad) {
@@ -937,7 +938,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     }
   }
 
-  // The decoded images (arena_, image k's RGB rows at layout_.offsets[k], e.infos[k] in size)
+  // The decoded images (arena(), image k's RGB rows at layout_.offsets[k], e.infos[k] in size)
   // into the batch `out` ([n, 3, S, S] float, channels_last when asked): position i takes image
   // source_[i] through its plan e.plans[source_[i]] (crop box, resize, flip), then mean/std, all
   // on the decode stream: one launch of the fused kernel (cuda/fused_crop.hpp, the host path's
@@ -964,7 +965,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
       const std::size_t from = static_cast<std::size_t>(source_[static_cast<std::size_t>(i)]);
       const plan_region& r = decoded_[from];
       fused_crop_job& job = jobs_[static_cast<std::size_t>(i)];
-      job.pixels = arena_.data_ptr<std::uint8_t>() + layout_.offsets[from];
+      job.pixels = arena().data_ptr<std::uint8_t>() + layout_.offsets[from];
       job.pitch = static_cast<std::int64_t>(r.width) * 3;
       job.width = r.width;
       job.height = r.height;
@@ -1060,7 +1061,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const plan_region& r = decoded_[static_cast<std::size_t>(i)];  // the decoded pixels: whole, or the region
     const resize_plan& p = e.plans[static_cast<std::size_t>(i)];
     const std::int64_t s = options_.image_size;
-    at::Tensor img = arena_
+    at::Tensor img = arena()
                          .narrow(0, layout_.offsets[static_cast<std::size_t>(i)],
                                  static_cast<std::int64_t>(r.width) * r.height * 3)
                          .view({r.height, r.width, 3});
@@ -1101,7 +1102,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   std::size_t taken_ = 0;
   std::vector<at::cuda::CUDAEvent> ready_, free_;
   std::vector<at::Tensor> images_, labels_;
-  // Decoded pixels, one batch each, used in turn; arena_ is this batch's (image k's RGB rows at
+  // Decoded pixels, one batch each, used in turn; arena() is this batch's (image k's RGB rows at
   // layout_.offsets[k]).
   struct pixel_arena {
     at::Tensor bytes;
@@ -1111,7 +1112,6 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   int turn_ = 1;
   bool arenas_fresh_ = false;  // allocated since the host last waited for the decode stream
   arena_sizer sizer_;
-  at::Tensor arena_;
   arena_layout layout_;
   std::vector<nvjpegImage_t> outputs_;
   std::vector<plan_region> decoded_;  // by image: the pixels in its arena region (whole, or its crop's region)
