@@ -156,13 +156,18 @@ def imagenet_section(reports):
 
 
 def overlap_text(r):
-    """results.h2d_overlap_share, and with device decoding how often the host waited before the
-    JPEG engines wrote an arena (results.device_decode.arena_waits; docs/device-decode.md)."""
+    """results.h2d_overlap_share, and with device decoding how often and how long the host waited
+    before the JPEG engines wrote an arena (results.device_decode.arena_waits and host_wait_s, which
+    counts the state waits too; docs/device-decode.md)."""
     res = r.get("results") or {}
     share = res.get("h2d_overlap_share")
     text = f"{100 * share:.1f}%" if isinstance(share, (int, float)) else "–"
-    waits = (res.get("device_decode") or {}).get("arena_waits")
-    return text + (f" (arena waits: {waits})" if waits else "")
+    d = res.get("device_decode") or {}
+    waits = d.get("arena_waits")
+    if not waits:
+        return text
+    wait_s = d.get("host_wait_s")
+    return text + f" (arena waits: {waits}" + (f", {1000 * wait_s:.1f} ms" if wait_s is not None else "") + ")"
 
 
 def resnet50_section(reports):
@@ -452,6 +457,8 @@ def decode_section(decode):
                       f"{d.get('hardware_refused_files', 0)} files found")
         if d and d.get("arena_waits"):
             split += f"; arena waits: {d['arena_waits']}"
+            if d.get("host_wait_s") is not None:
+                split += f" ({1000 * d['host_wait_s']:.1f} ms of host waits)"
         print(f"| {mode} | {(r.get('effective') or {}).get('decode', '?')} | {fmt(median(r))} | {iqr} | {p} | "
               f"{split} | {notes_of(r)} |")
         if r.get("status") != "ok":

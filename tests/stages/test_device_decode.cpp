@@ -238,6 +238,7 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
     d.hardware_refusals = 3;
     d.hardware_refused_files = 1;
     d.arena_waits = 2;
+    d.host_wait_s = 0.0625;
     d.images_cuda = device - hardware;
     d.host_fallbacks = fallbacks;
     d.pageable_batches = 1;
@@ -264,6 +265,7 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(back.device_decode->hardware_refusals == 3);
   CHECK(back.device_decode->hardware_refused_files == 1);
   CHECK(back.device_decode->arena_waits == 2);
+  CHECK(back.device_decode->host_wait_s == 0.0625);
   CHECK(back.device_decode->windows[0].submit_host_s == 0.75);
   CHECK(back.device_decode->submit_host_s.cuda == 2.0);
   CHECK(back.device_decode->submit_host_s.crop == 0.125);
@@ -280,6 +282,7 @@ TEST_CASE("device decode counts survive the state file and pool: counts summed, 
   CHECK(d.hardware_refusals == 6);
   CHECK(d.hardware_refused_files == 2);
   CHECK(d.arena_waits == 4);
+  CHECK(d.host_wait_s == 0.125);
   CHECK(d.images_cuda == 160);
   CHECK(d.pageable_batches == 2);
   CHECK(d.submit_host_s.hardware == 2.0);  // summed over the rounds

@@ -101,10 +101,11 @@ void print_device_decode(const device_decode_result& d) {
                 "engines since\n",
                 static_cast<long long>(d.hardware_refusals), d.hardware_refusals == 1 ? "" : "s",
                 static_cast<long long>(d.hardware_refused_files), d.hardware_refused_files == 1 ? "" : "s");
-  if (d.arena_waits > 0)
-    std::printf("  engines      %lld call%s waited on the host for the crops that last read their arena, or for "
-                "the stream after new arenas\n",
-                static_cast<long long>(d.arena_waits), d.arena_waits == 1 ? "" : "s");
+  if (d.arena_waits + d.state_waits > 0)
+    std::printf("  engines      the host waited %.1f ms in all: %lld call%s for the crops that last read their arena, "
+                "or for the stream after new arenas; %lld for a free decode state\n",
+                d.host_wait_s * 1000.0, static_cast<long long>(d.arena_waits), d.arena_waits == 1 ? "" : "s",
+                static_cast<long long>(d.state_waits));
   if (images == 0) return;
   const decode_host_phases& h = d.submit_host_s;
   const double ms = 1000.0 / static_cast<double>(images);

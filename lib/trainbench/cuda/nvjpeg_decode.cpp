@@ -658,19 +658,21 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // arena may be a block the caching allocator took back on this stream with work still queued on
   // it (without a side stream, the step's own tensors): then the host waits for the whole stream,
   // once per new pair. It blocks only where the host runs further ahead of the decode stream than
-  // two arenas allow, or after new arenas (arena_waits counts both); the time is in
-  // submit_host_s.hardware.
+  // two arenas allow, or after new arenas (arena_waits counts both); the time is host_wait_s, a
+  // part of submit_host_s.hardware.
   void wait_for_arena_readers(c10::cuda::CUDAStream stream) {
     pixel_arena& a = arenas_[turn_];
     if (arenas_fresh_) {
       arenas_fresh_ = false;
       if (stream.query()) return;
       ++counts_.arena_waits;
+      host_time t{counts_.wait_ns};
       stream.synchronize();
       return;
     }
     if (a.read.query()) return;
     ++counts_.arena_waits;
+    host_time t{counts_.wait_ns};
     a.read.synchronize();
   }
 
@@ -793,7 +795,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
         log_warn(std::string("nvjpeg: no further decode state, waiting for one instead: ") + e.what());
       }
     }
-    wait_read(state_batch_[oldest]);
+    {
+      host_time t{counts_.wait_ns};
+      wait_read(state_batch_[oldest]);
+    }
     ++counts_.state_waits;
     return oldest;
   }

@@ -314,6 +314,7 @@ void runner::record_device_decode(const device_decode_counts& before, const devi
   d.hardware_refusals = now.hardware_refusals;
   d.hardware_refused_files = now.hardware_refused_files;
   d.arena_waits = now.arena_waits;
+  d.host_wait_s = static_cast<double>(now.wait_ns) * 1e-9;
   d.images_cuda = now.images_cuda;
   d.host_fallbacks = now.host_fallbacks;
   d.images_workers = now.images_workers;

@@ -178,6 +178,7 @@ json device_decode_state_json(const device_decode_result& d) {
           {"hardware_refusals", d.hardware_refusals},
           {"hardware_refused_files", d.hardware_refused_files},
           {"arena_waits", d.arena_waits},
+          {"host_wait_s", d.host_wait_s},
           {"images_cuda", d.images_cuda},
           {"host_fallbacks", d.host_fallbacks},
           {"images_workers", d.images_workers},
@@ -207,6 +208,7 @@ device_decode_result device_decode_from(const json& j) {
   d.hardware_refusals = j.value("hardware_refusals", std::int64_t{0});
   d.hardware_refused_files = j.value("hardware_refused_files", std::int64_t{0});
   d.arena_waits = j.value("arena_waits", std::int64_t{0});
+  d.host_wait_s = j.value("host_wait_s", 0.0);
   d.images_cuda = j.at("images_cuda").get<std::int64_t>();
   d.host_fallbacks = j.at("host_fallbacks").get<std::int64_t>();
   d.images_workers = j.value("images_workers", std::int64_t{0});
@@ -232,6 +234,7 @@ void pool_device_decode(std::optional<device_decode_result>& into, const device_
   into->hardware_refusals += d.hardware_refusals;
   into->hardware_refused_files += d.hardware_refused_files;
   into->arena_waits += d.arena_waits;
+  into->host_wait_s += d.host_wait_s;
   into->images_cuda += d.images_cuda;
   into->host_fallbacks += d.host_fallbacks;
   into->images_workers += d.images_workers;

@@ -146,7 +146,7 @@ json device_decode_json(const device_decode_result& d) {
   return {{"images_device", d.images_device},       {"images_hardware", d.images_hardware},
           {"images_region", d.images_region},       {"state_waits", d.state_waits},
           {"hardware_refusals", d.hardware_refusals}, {"hardware_refused_files", d.hardware_refused_files},
-          {"arena_waits", d.arena_waits},
+          {"arena_waits", d.arena_waits},             {"host_wait_s", d.host_wait_s},
           {"images_cuda", d.images_cuda},           {"host_fallbacks", d.host_fallbacks},
           {"images_workers", d.images_workers},
           {"pageable_batches", d.pageable_batches},

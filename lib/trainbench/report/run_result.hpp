@@ -115,6 +115,7 @@ struct device_decode_result {
   std::int64_t hardware_refusals = 0;      // batched calls the engines refused whole, retries included
   std::int64_t hardware_refused_files = 0;  // files found refused alone, sent off the engines from then on
   std::int64_t arena_waits = 0;  // hardware calls whose host waited for their arena's last crops, or new arenas
+  double host_wait_s = 0;  // the training thread's time in those waits and the state waits (in submit_host_s.hardware)
   std::int64_t images_cuda = 0;       // by nvJPEG's general backend (CUDA)
   std::int64_t host_fallbacks = 0;    // files sent to or refused by nvJPEG's backends, decoded on the host
   std::int64_t images_workers = 0;    // files the engines cannot take, decoded by the loader's workers

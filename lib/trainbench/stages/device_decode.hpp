@@ -126,6 +126,7 @@ struct device_decode_counts {
   std::int64_t hardware_refusals = 0;       // batched calls the engines refused whole (isolate_refused's retries too)
   std::int64_t hardware_refused_files = 0;  // files found refused alone: routed off the engines from then on
   std::int64_t arena_waits = 0;  // hardware calls whose host waited for their arena's last crops, or new arenas
+  std::int64_t wait_ns = 0;      // host time in those waits and in state_waits' (part of hardware_ns)
   std::int64_t images_cuda = 0;      // by the general backend
   std::int64_t host_fallbacks = 0;  // decoded by libjpeg-turbo on the host, then copied up
   std::int64_t images_workers = 0;  // decoded by the loader's workers (data.decode_off_engines: host), copied up
