@@ -138,6 +138,15 @@ report: {path: ")" + (dir / "tiny.json").string() +
 }
 
 std::vector<std::uint8_t> encode_arithmetic_jpeg(const std::uint8_t* rgb, int width, int height) {
+  return encode_libjpeg(rgb, width, height, true, false);
+}
+
+std::vector<std::uint8_t> encode_rgb_coded_jpeg(const std::uint8_t* rgb, int width, int height) {
+  return encode_libjpeg(rgb, width, height, false, true);
+}
+
+std::vector<std::uint8_t> encode_libjpeg(const std::uint8_t* rgb, int width, int height, bool arithmetic,
+                                         bool rgb_coded) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
@@ -151,7 +160,9 @@ std::vector<std::uint8_t> encode_arithmetic_jpeg(const std::uint8_t* rgb, int wi
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, 90, TRUE);
-  cinfo.arith_code = TRUE;
+  cinfo.arith_code = arithmetic ? TRUE : FALSE;
+  // RGB coded: libjpeg writes an Adobe segment with transform 0 and no JFIF segment.
+  if (rgb_coded) jpeg_set_colorspace(&cinfo, JCS_RGB);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = const_cast<JSAMPROW>(rgb + static_cast<std::size_t>(cinfo.next_scanline) * width * 3);

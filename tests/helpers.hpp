@@ -41,6 +41,12 @@ std::vector<std::string> schema_errors(const nlohmann::json& report);
 // An RGB JPEG written with arithmetic coding (libjpeg-turbo's arith_code), which nvJPEG cannot
 // decode; trainbench's own encoder writes Huffman-coded files only.
 std::vector<std::uint8_t> encode_arithmetic_jpeg(const std::uint8_t* rgb, int width, int height);
+// An RGB JPEG coded as R, G, B (no colour transform: an Adobe segment with transform 0), as some
+// tools write them; Huffman-coded, baseline.
+std::vector<std::uint8_t> encode_rgb_coded_jpeg(const std::uint8_t* rgb, int width, int height);
+// Both of the above: libjpeg-turbo's encoder at quality 90, arithmetic or Huffman, YCbCr or RGB.
+std::vector<std::uint8_t> encode_libjpeg(const std::uint8_t* rgb, int width, int height, bool arithmetic,
+                                         bool rgb_coded);
 std::string tiny_profile(const std::filesystem::path& dir, const std::string& extra = "");
 
 }  // namespace tbtest

@@ -107,6 +107,34 @@ TEST_CASE("the marker walker finds CMYK and its Adobe marker", "[jpeg]") {
   CHECK(a.adobe_transform == 1);
 }
 
+// libjpeg decides the colour space of three components from the markers before the first scan:
+// a JFIF segment means YCbCr whatever follows; else Adobe's transform; else the component ids.
+TEST_CASE("the marker walker says which three-component files are coded as RGB, as libjpeg decides", "[jpeg]") {
+  const jpeg_markers plain = walk(fixture("color420.jpg"));
+  CHECK(plain.jfif);
+  CHECK_FALSE(plain.rgb_coded());
+  // The fixture's APP0 turned into an APP1: no JFIF segment left.
+  auto no_jfif = fixture("color420.jpg");
+  REQUIRE(no_jfif[3] == 0xE0);
+  no_jfif[3] = 0xE1;
+  CHECK_FALSE(walk(no_jfif).jfif);
+  CHECK_FALSE(walk(no_jfif).rgb_coded());  // ids 1, 2, 3
+  auto with_app14 = [](std::vector<std::uint8_t> bytes, std::uint8_t transform, std::size_t at) {
+    const std::uint8_t app14[] = {0xFF, 0xEE, 0x00, 0x0E, 'A', 'd', 'o', 'b', 'e', 0x00, 0x64, 0x00, 0x00, 0x00, 0x00,
+                                  transform};
+    bytes.insert(bytes.begin() + static_cast<long>(at), std::begin(app14), std::end(app14));
+    return bytes;
+  };
+  CHECK(walk(with_app14(no_jfif, 0, 2)).rgb_coded());
+  CHECK_FALSE(walk(with_app14(no_jfif, 1, 2)).rgb_coded());
+  CHECK_FALSE(walk(with_app14(fixture("color420.jpg"), 0, 2)).rgb_coded());  // JFIF wins
+  // After the first scan (here just before EOI) libjpeg has chosen already.
+  const jpeg_markers late = walk(with_app14(no_jfif, 0, no_jfif.size() - 2));
+  CHECK(late.ok());
+  CHECK_FALSE(late.adobe);
+  CHECK_FALSE(late.rgb_coded());
+}
+
 TEST_CASE("the marker walker reads arithmetic, lossless and hierarchical frame markers", "[jpeg]") {
   const auto px = gradient(40, 24, 3);
   const auto arith = tbtest::encode_arithmetic_jpeg(px.data(), 40, 24);

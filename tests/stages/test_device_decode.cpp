@@ -92,6 +92,14 @@ TEST_CASE("the backend per file: engines for baseline, CUDA for progressive, the
   const auto arith = tbtest::encode_arithmetic_jpeg(px.data(), w, h);
   CHECK(backend_of(arith, true) == decode_backend::host);
   CHECK(backend_of(arith, false) == decode_backend::host);
+  // Coded as RGB (Adobe transform 0): libjpeg converts no colour; nvJPEG would read YCbCr.
+  const auto rgb = tbtest::encode_rgb_coded_jpeg(px.data(), w, h);
+  CHECK(read_jpeg_markers(rgb.data(), rgb.size()).rgb_coded());
+  CHECK(backend_of(rgb, true) == decode_backend::host);
+  CHECK(backend_of(rgb, false) == decode_backend::host);
+  const auto ycc = tbtest::encode_libjpeg(px.data(), w, h, false, false);
+  CHECK_FALSE(read_jpeg_markers(ycc.data(), ycc.size()).rgb_coded());
+  CHECK(backend_of(ycc, true) == decode_backend::hardware);
   // Truncated: no end-of-image marker; not a JPEG: the host decoder says what is wrong with it.
   const auto base = fixture_bytes("color420.jpg");
   CHECK(backend_of({base.begin(), base.end() - 10}, true) == decode_backend::host);
@@ -129,6 +137,36 @@ TEST_CASE("the backend per frame: process, precision, components and subsampling
   CHECK(with([](jpeg_markers& c) { c.components = 2; }) == decode_backend::host);
   CHECK(with([](jpeg_markers& c) { c.end = 0; }) == decode_backend::host);
   CHECK(with([](jpeg_markers& c) { c.refused = "unsupported JPEG marker 0xfffd"; }) == decode_backend::host);
+  // Three components coded as RGB, as libjpeg decides it: JFIF first, then Adobe's transform,
+  // then the component ids.
+  const auto rgb_ids = [](jpeg_markers& c) {
+    c.component[0].id = 'R';
+    c.component[1].id = 'G';
+    c.component[2].id = 'B';
+  };
+  CHECK(with(rgb_ids) == decode_backend::host);
+  CHECK(with([&](jpeg_markers& c) {
+          rgb_ids(c);
+          c.jfif = true;
+        }) == decode_backend::hardware);
+  CHECK(with([](jpeg_markers& c) {
+          c.adobe = true;
+          c.adobe_transform = 0;
+        }) == decode_backend::host);
+  CHECK(with([](jpeg_markers& c) {
+          c.adobe = true;
+          c.adobe_transform = 1;
+        }) == decode_backend::hardware);
+  CHECK(with([&](jpeg_markers& c) {
+          rgb_ids(c);
+          c.adobe = true;
+          c.adobe_transform = 1;
+        }) == decode_backend::hardware);
+  CHECK(with([](jpeg_markers& c) {
+          c.adobe = true;
+          c.adobe_transform = 0;
+          c.jfif = true;
+        }) == decode_backend::hardware);
   CHECK(std::string(backend_name(decode_backend::cuda)) == "cuda");
 }
 

@@ -56,6 +56,11 @@ void read_adobe(const std::uint8_t* d, std::size_t at, std::size_t length, jpeg_
   out.adobe_transform = d[at + 13];
 }
 
+// APP0 "JFIF\0" with its 14 bytes of data, as libjpeg's examine_app0 requires.
+bool is_jfif(const std::uint8_t* d, std::size_t at, std::size_t length) {
+  return length >= 16 && std::memcmp(d + at + 2, "JFIF", 5) == 0;
+}
+
 }  // namespace
 
 const char* process_name(jpeg_process p) {
@@ -91,8 +96,14 @@ std::string jpeg_markers::subsampling() const {
   return "other";
 }
 
+bool jpeg_markers::rgb_coded() const {
+  if (components != 3 || jfif) return false;
+  if (adobe) return adobe_transform == 0;
+  return component[0].id == 'R' && component[1].id == 'G' && component[2].id == 'B';
+}
+
 bool jpeg_markers::engine_kind() const {
-  if (!ok() || arithmetic || precision != 8 || process != jpeg_process::baseline) return false;
+  if (!ok() || arithmetic || precision != 8 || process != jpeg_process::baseline || rgb_coded()) return false;
   const std::string s = subsampling();
   return s == "4:2:0" || s == "4:4:4" || s == "4:2:2" || s == "gray";
 }
@@ -151,7 +162,9 @@ jpeg_markers read_jpeg_markers(const std::uint8_t* d, std::size_t size) {
         out.arithmetic = m >= 0xC9;
       }
     }
-    if (m == 0xEE && whole) read_adobe(d, i, length, out);
+    // libjpeg chooses the colour space from the markers before the first scan only.
+    if (m == 0xEE && whole && out.scans == 0) read_adobe(d, i, length, out);
+    if (m == 0xE0 && whole && out.scans == 0 && is_jfif(d, i, length)) out.jfif = true;
     if (m == 0xDA && out.scans == 1 && i + 3 <= size)
       single_scan = (out.frame_marker & 0x03) != 2 && d[i + 2] == out.components;  // SOF2, 6, 10, 14: progressive
     i += std::max<std::size_t>(length, 2);  // after SOS: its entropy-coded data, scanned as above

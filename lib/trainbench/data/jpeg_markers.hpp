@@ -36,12 +36,18 @@ struct jpeg_markers {
   int scans = 0;
   bool adobe = false;         // an APP14 "Adobe" segment
   int adobe_transform = -1;   // its transform flag: 0 none (RGB or CMYK), 1 YCbCr, 2 YCCK; -1 without one
+  bool jfif = false;          // an APP0 "JFIF" segment (JFIF files are YCbCr)
   std::size_t end = 0;        // just past the end-of-image marker; 0: none, the file is cut short
   std::string refused;        // what libjpeg would refuse on reading to the end, if anything
 
   // Four components (CMYK or YCCK): libjpeg-turbo converts these as torchvision does.
   bool cmyk() const { return components == 4; }
   bool grayscale() const { return components == 1; }
+  // Three components coded as R, G, B rather than Y, Cb, Cr, as libjpeg decides it
+  // (default_decompress_parms): no JFIF segment, and an Adobe segment with transform 0, or without
+  // one the component ids 'R', 'G', 'B'. libjpeg-turbo then converts no colour; nvJPEG documents
+  // three components as YCbCr only, so such files are not sent to it.
+  bool rgb_coded() const;
   // "4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4:1:0", "gray", or "other" (the chroma
   // components' factors differ, or more than 3 components); from the factors of a 3-component
   // frame whose chroma factors are 1x1.
@@ -49,7 +55,8 @@ struct jpeg_markers {
   // Complete and nothing a decoder would refuse.
   bool ok() const { return refused.empty() && end != 0 && frame_marker != 0; }
   // What the GPU's JPEG engines decode, by the markers alone: complete, baseline (SOF0: 8-bit
-  // Huffman, sequential), in 4:2:0, 4:4:4, 4:2:2 or grayscale. nvjpegDecodeBatchedSupported may
+  // Huffman, sequential), in 4:2:0, 4:4:4, 4:2:2 or grayscale, and not rgb_coded().
+  // nvjpegDecodeBatchedSupported may
   // still refuse such a file on a given GPU (its size, say).
   bool engine_kind() const;
 };

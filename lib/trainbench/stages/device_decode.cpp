@@ -63,6 +63,7 @@ decode_backend choose_backend(const jpeg_markers& m, bool engines) {
   if (!m.ok() || m.arithmetic || m.precision != 8) return decode_backend::host;
   if (m.process == jpeg_process::lossless || m.process == jpeg_process::hierarchical) return decode_backend::host;
   if (m.components != 1 && m.components != 3) return decode_backend::host;
+  if (m.rgb_coded()) return decode_backend::host;  // colours nvJPEG would convert as YCbCr
   if (engines && m.engine_kind()) return decode_backend::hardware;
   return decode_backend::cuda;
 }

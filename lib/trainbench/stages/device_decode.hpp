@@ -36,7 +36,9 @@ const char* backend_name(decode_backend b);
 //   when `engines` (the hardware backend could be created on this GPU);
 // - host: arithmetic coding, 12-bit, lossless or hierarchical frames (nvJPEG decodes none of them
 //   the way the host does), and four components (CMYK and YCCK: the host converts them as
-//   torchvision does, nvJPEG does not), and files whose markers are incomplete or refused;
+//   torchvision does, nvJPEG does not), three components coded as RGB (jpeg_markers::rgb_coded:
+//   libjpeg converts no colour, nvJPEG reads three components as YCbCr), and files whose markers
+//   are incomplete or refused;
 // - cuda: the rest (progressive, extended sequential, other subsamplings).
 decode_backend choose_backend(const jpeg_markers& markers, bool engines);
 
