@@ -101,6 +101,38 @@ TEST_CASE("nvJPEG decode + device crop gives the host path's batches within IDCT
   }
 }
 
+// nvJPEG's handles interpolate chroma (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) as the host
+// path's libjpeg-turbo does; the dataset's colour files are 4:2:0, so every colour edge shows the
+// difference from nvJPEG's default (each chroma sample repeated). The switch must change what runs,
+// and towards the host path's pixels.
+TEST_CASE("nvJPEG's interpolated chroma is nearer the host path's pixels than repeated chroma", "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const auto ds = read_image_folder(decode_data(), "train");
+  const c10::Device device(c10::kCUDA, 0);
+  double mean_abs[2] = {0, 0};
+  for (const bool interpolated : {true, false}) {
+    nvjpeg_options no = small_options();
+    no.interpolated_chroma = interpolated;
+    auto decoder = nvjpeg_decoder(device, no);
+    INFO(decoder->describe());
+    CHECK_THAT(decoder->describe(), Catch::Contains(interpolated ? "chroma interpolated" : "chroma repeated"));
+    batch_loader host(ds, options(false)), files(ds, options(true));
+    for (int b = 0; b < 4; ++b) {
+      const host_batch& h = host.next();
+      const at::Tensor expected = h.images.clone();
+      host.release(h);
+      decoder->submit(files.next(), files);
+      const device_batch d = decoder->take();
+      mean_abs[interpolated ? 0 : 1] += (d.images.cpu().to(at::kFloat) - expected).abs().mean().item<double>() / 4;
+      decoder->step_done();
+    }
+  }
+  WARN("mean |device - host| over 4 batches: " << mean_abs[0] << " with interpolated chroma, " << mean_abs[1]
+                                               << " with repeated chroma");
+  CHECK(mean_abs[0] < mean_abs[1]);
+  CHECK(mean_abs[0] < 0.02);
+}
+
 // The pinned file ring under pressure: a ring of about two batches, refilled while the device lags
 // (each "step" spins on the compute stream, which the side stream waits for), so the workers must
 // run the `read` fences to get room, over more batches than the stage has `read` events (16, used

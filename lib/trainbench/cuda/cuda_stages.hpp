@@ -50,6 +50,10 @@ struct nvjpeg_options {
   // as pixels (data.decode_off_engines: host); only the describe() text depends on it, the
   // batches say per image what they hold.
   bool off_engines_on_workers = false;
+  // Chroma upsampled by interpolation (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, libnvjpeg 12.1
+  // on), as libjpeg-turbo's default in the host path; no profile key: tests pin it off to see
+  // what it changes.
+  bool interpolated_chroma = true;
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;
   bool skip_bad_files = false;  // data.on_bad_file: skip

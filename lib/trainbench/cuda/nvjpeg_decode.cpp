@@ -76,6 +76,11 @@ struct nvjpeg_api {
   decltype(&nvjpegJpegStreamParseHeader) parse_header = nullptr;
   decltype(&nvjpegDecodeBatchedSupportedEx) batched_supported_ex = nullptr;
   decltype(&nvjpegDecodeBatchedEx) batched_ex = nullptr;
+  // Optional: the engines' buffers made before the first batch, and padding on nvJPEG's own
+  // allocations (each of these alone).
+  decltype(&nvjpegDecodeBatchedPreAllocate) preallocate = nullptr;
+  decltype(&nvjpegSetDeviceMemoryPadding) device_padding = nullptr;
+  decltype(&nvjpegSetPinnedMemoryPadding) pinned_padding = nullptr;
   bool has_regions() const {
     return params_create && params_destroy && params_set_roi && params_set_format && parse_header &&
            batched_supported_ex && batched_ex;
@@ -135,6 +140,9 @@ const nvjpeg_api* load_api(std::string& why) {
     api.batched_supported_ex =
         reinterpret_cast<decltype(api.batched_supported_ex)>(optional("nvjpegDecodeBatchedSupportedEx"));
     api.batched_ex = reinterpret_cast<decltype(api.batched_ex)>(optional("nvjpegDecodeBatchedEx"));
+    api.preallocate = reinterpret_cast<decltype(api.preallocate)>(optional("nvjpegDecodeBatchedPreAllocate"));
+    api.device_padding = reinterpret_cast<decltype(api.device_padding)>(optional("nvjpegSetDeviceMemoryPadding"));
+    api.pinned_padding = reinterpret_cast<decltype(api.pinned_padding)>(optional("nvjpegSetPinnedMemoryPadding"));
     ok = api.create_ex && api.destroy && api.state_create && api.state_destroy && api.batched_init && api.batched &&
          api.decode && api.property && api.stream_create && api.stream_destroy && api.stream_parse &&
          api.batched_supported;
@@ -151,6 +159,29 @@ void check(nvjpegStatus_t s, const char* call) {
   if (s != NVJPEG_STATUS_SUCCESS) throw run_error("nvjpeg", std::string(call) + " failed: " + status_text(s));
 }
 
+// libnvjpeg's version as major * 1000 + minor; 0 where it does not say.
+int library_version(const nvjpeg_api* api) {
+  int major = 0, minor = 0;
+  if (api->property(MAJOR_VERSION, &major) != NVJPEG_STATUS_SUCCESS ||
+      api->property(MINOR_VERSION, &minor) != NVJPEG_STATUS_SUCCESS)
+    return 0;
+  return major * 1000 + minor;
+}
+
+// The handles' flags: chroma upsampled by interpolation, as libjpeg-turbo's "fancy upsampling"
+// (on by default, and so in the host path, torchvision and PIL) does, where this libnvjpeg has it
+// (12.1 on; DALI and nvImageCodec set it so for the same reason). nvJPEG's default repeats each
+// chroma sample, which differs from the host path's pixels along every colour edge of a 4:2:0 or
+// 4:2:2 file.
+unsigned int handle_flags(const nvjpeg_api* api, bool interpolated_chroma) {
+  return interpolated_chroma && library_version(api) >= 12001 ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
+}
+
+// DALI's defaults: nvJPEG's own device and pinned allocations are rounded up to these, so a
+// slightly larger image does not free and allocate again (a cudaFree waits for the whole device).
+constexpr std::size_t device_padding_bytes = 16u << 20;
+constexpr std::size_t pinned_padding_bytes = 8u << 20;
+
 // A handle, its decode states (the hardware backend's grow with the batches in flight), a
 // parsed-stream object (the hardware backend's support checks) and the per-image decode
 // parameters of batched calls with regions, destroyed together.
@@ -160,11 +191,26 @@ struct nvjpeg_session {
   std::vector<nvjpegJpegState_t> states;
   nvjpegJpegStream_t parsed = nullptr;
   std::vector<std::vector<nvjpegDecodeParams_t>> params;  // per state: one per image of its batch
-  nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, int state_count = 1) : api(a) {
-    if (api->create_ex(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
+  unsigned int flags = 0;  // what the handle was made with
+  std::string flags_refused;  // the flags asked for, where nvjpegCreateEx refused them (made without)
+  // Per state: the batch and frame size nvjpegDecodeBatchedPreAllocate made its buffers for.
+  std::vector<std::array<int, 3>> preallocated;
+  nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, unsigned int wanted_flags, int state_count = 1)
+      : api(a) {
+    flags = wanted_flags;
+    nvjpegStatus_t made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
+    if (made != NVJPEG_STATUS_SUCCESS && flags != 0) {
+      flags_refused = "flags " + std::to_string(flags) + ": " + status_text(made);
+      flags = 0;
+      made = api->create_ex(backend, nullptr, nullptr, 0, &handle);
+    }
+    if (made != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
       return;
     }
+    // Padding is an optimisation: a libnvjpeg without it, or refusing it, decodes all the same.
+    if (api->device_padding) (void)api->device_padding(device_padding_bytes, handle);
+    if (api->pinned_padding) (void)api->pinned_padding(pinned_padding_bytes, handle);
     try {
       states.reserve(static_cast<std::size_t>(state_count));
       for (int k = 0; k < state_count; ++k) add_state();
@@ -180,11 +226,30 @@ struct nvjpeg_session {
     nvjpegJpegState_t st = nullptr;
     check(api->state_create(handle, &st), "nvjpegJpegStateCreate");
     try {
+      preallocated.reserve(states.size() + 1);
       states.push_back(st);
+      preallocated.push_back({0, 0, 0});
     } catch (...) {
       api->state_destroy(st);
       throw;
     }
+  }
+  // State k's buffers on the engines made for `count` frames of up to width x height before its
+  // batched call, not inside it: otherwise nvJPEG frees and allocates them again as the sizes
+  // change, and a cudaFree waits for the whole device (NVIDIA's documentation of
+  // nvjpegDecodeBatchedPreAllocate; DALI and nvImageCodec call it for this). A frame size that
+  // outgrows them is made a quarter larger, so a run makes them a few times. False where nvJPEG
+  // refuses: its calls then allocate as they need.
+  bool preallocate(std::size_t k, int count, int width, int height) {
+    std::array<int, 3>& have = preallocated[k];
+    if (count <= have[0] && width <= have[1] && height <= have[2]) return true;
+    const auto grown = [](int need, int had) { return need > had ? need + need / 4 : had; };
+    const std::array<int, 3> want{std::max(count, have[0]), grown(width, have[1]), grown(height, have[2])};
+    if (api->preallocate(handle, states[k], want[0], want[1], want[2], NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI) !=
+        NVJPEG_STATUS_SUCCESS)
+      return false;
+    have = want;
+    return true;
   }
   // At least `count` decode parameters for RGBI output for state k, made as the batch grows (a
   // handful per run). Each state has its own, untouched while its batch may be queued: nvJPEG
@@ -261,15 +326,18 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     ready_.resize(static_cast<std::size_t>(depth_));
     free_.resize(static_cast<std::size_t>(depth_));
     read_events_.make(read_slots_.size());
+    flags_ = handle_flags(api, o.interpolated_chroma);
     open_hardware();
+    preallocate_ = hardware_ && api->preallocate;
     // Three states, made now: the batches two arenas let the host run ahead of the decode stream,
     // and one more; in a steady loop none is made later.
     if (hardware_) state_batch_.assign(hardware_->states.size(), -1);
     regions_ = hardware_ && o.regions && api->has_regions();
     if (hardware_ && !regions_)
       regions_why_ = o.regions ? "this libnvjpeg has no nvjpegDecodeBatchedEx" : "data.partial_decode: false";
-    general_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_DEFAULT);
+    general_ = std::make_unique<nvjpeg_session>(api, NVJPEG_BACKEND_DEFAULT, flags_);
     if (!*general_) throw run_error("nvjpeg", "nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT) failed");
+    warn_flags_refused();
     std::vector<float> scale, bias;
     for (std::size_t c = 0; c < 3; ++c) {
       scale.push_back(static_cast<float>(1.0 / (255.0 * o.std[c])));
@@ -300,7 +368,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // image to the general backend.
   void open_hardware() {
     try {
-      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, 3);
+      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, flags_, 3);
       if (!*hardware_) hardware_.reset();
     } catch (const std::exception& e) {
       hardware_.reset();
@@ -315,7 +383,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
 
   std::string describe() const override {
     return std::string("nvJPEG (") + (hardware_ ? "hardware JPEG engines" : "GPU hybrid backend") + ", " + api_->path +
-           "): batched decode" + region_text() + ", then crop, resize, flip and normalise " +
+           "): batched decode" + region_text() + chroma_text() + ", then crop, resize, flip and normalise " +
            (fused_ ? "in one fused kernel per batch" : "by ATen ops per image (" + fused_why_ + ")") + " into " +
            crop_dtype_name(batch_dtype()) + " " +
            crop_layout_name(options_.channels_last ? crop_layout::nhwc : crop_layout::nchw) + " batches on " +
@@ -617,6 +685,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
+    if (preallocate_) preallocate_state(e, members);
     const bool with_regions = regions_ && reserve_params(members.size());
     // Host work only, so before the wait: the engines may still be decoding the batch before.
     const std::int64_t smaller = with_regions ? ask_regions(e, members) : 0;
@@ -686,6 +755,21 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
           "nvjpegDecodeBatchedInitialize");
     return api_->batched(hardware_->handle, state, member_data_.data() + first, member_lengths_.data() + first,
                          member_outputs_.data() + first, stream.stream());
+  }
+
+  // The state this batch's call takes, preallocated for its images (nvjpeg_session::preallocate):
+  // its frames' largest width and height. Where nvJPEG refuses, the run goes on without.
+  void preallocate_state(const encoded_batch& e, const std::vector<std::int64_t>& members) {
+    int width = 1, height = 1;
+    for (std::int64_t i : members) {
+      width = std::max(width, e.infos[static_cast<std::size_t>(i)].width);
+      height = std::max(height, e.infos[static_cast<std::size_t>(i)].height);
+    }
+    if (hardware_->preallocate(batch_state_, static_cast<int>(members.size()), width, height)) return;
+    preallocate_ = false;
+    log_info("nvjpeg: nvjpegDecodeBatchedPreAllocate refused a batch of " + std::to_string(members.size()) +
+             " frames up to " + std::to_string(width) + "x" + std::to_string(height) +
+             "; the engines' calls make their own buffers as they need");
   }
 
   // Whether the engines took a whole-image call of `count` images (counted), or refused it
@@ -870,6 +954,24 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (init != NVJPEG_STATUS_SUCCESS) return init;
     return api_->batched_ex(hardware_->handle, state, data.data(), lengths.data(), member_outputs_.data(),
                             hardware_->params[batch_state_].data(), stream.stream());
+  }
+
+  // nvjpegCreateEx may refuse a flag that this libnvjpeg's version has (handle_flags); the
+  // handle is then made without it, and the pixels differ from the host path's.
+  void warn_flags_refused() const {
+    for (const nvjpeg_session* session : {hardware_.get(), general_.get()})
+      if (session && !session->flags_refused.empty())
+        log_warn("nvjpeg: chroma is upsampled by repetition, unlike the host path's interpolation, along colour "
+                 "edges of 4:2:0 and 4:2:2 files: nvjpegCreateEx refused " +
+                 session->flags_refused);
+  }
+
+  std::string chroma_text() const {
+    if ((general_->flags & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
+      return ", chroma interpolated as libjpeg-turbo does";
+    if (!options_.interpolated_chroma) return ", chroma repeated (interpolation off)";
+    return general_->flags_refused.empty() ? ", chroma repeated (this libnvjpeg has no interpolation)"
+                                           : ", chroma repeated (nvjpegCreateEx refused interpolation)";
   }
 
   std::string region_text() const {
@@ -1082,7 +1184,9 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   c10::Device device_;
   nvjpeg_options options_;
   const nvjpeg_api* api_;
+  unsigned int flags_ = 0;  // asked of both handles (handle_flags)
   std::unique_ptr<nvjpeg_session> hardware_, general_;
+  bool preallocate_ = false;  // the engines' states are preallocated (nvjpeg_session::preallocate)
   std::optional<c10::cuda::CUDAStream> side_;
   int depth_ = 1;
   // Per hardware state: the number of the batch it last took, whose `read` event frees it
