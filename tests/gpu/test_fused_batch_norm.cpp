@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/batchnorm.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <sstream>
 #include <string>
@@ -102,9 +103,14 @@ void check_captured(const batch_norm_problem& p, bool add, Op op, const result& 
   graph.replay();
   c10::cuda::device_synchronize();
   const fused_tolerance t = fused_batch_norm_tolerance(dtype);
-  CHECK(close(y, eager.y, t.atol / 10, t.rtol / 10));
-  CHECK(close(x.grad(), eager.dx, t.atol / 10, t.rtol / 10));
-  if (add) CHECK(close(r.grad(), eager.dr, t.atol / 10, t.rtol / 10));
+  // An engine whose reductions are not bit-identical from call to call may round an element one
+  // step of the dtype apart between the eager call and the replay: allow two (a step is at most
+  // max|reference| * 2^-mantissa bits).
+  const double step = dtype == at::kBFloat16 ? 0x1p-7 : dtype == at::kHalf ? 0x1p-10 : 0x1p-23;
+  const double rtol = std::max(t.rtol / 10, 2 * step);
+  CHECK(close(y, eager.y, t.atol / 10, rtol));
+  CHECK(close(x.grad(), eager.dx, t.atol / 10, rtol));
+  if (add) CHECK(close(r.grad(), eager.dr, t.atol / 10, rtol));
   CHECK(close(bn->weight.grad(), eager.dw, 0, 1e-4));
   CHECK(close(bn->bias.grad(), eager.db, 0, 1e-4));
   CHECK(close(bn->running_mean, eager.running_mean, 0, 1e-5));
@@ -190,8 +196,9 @@ TEST_CASE("fused batch norm on the GPU: cuDNN batch norm + ReLU, + add + ReLU an
         CHECK(c->works == c->why.empty());
       continue;
     }
-    REQUIRE(probe.bn_relu.works);
-    REQUIRE(probe.bn_add_relu.works);
+    CHECK(probe.bn_relu.works);
+    CHECK(probe.bn_add_relu.works);
+    if (!probe.bn_relu.works || !probe.bn_add_relu.works) continue;  // the other dtypes still say theirs
     // No NVIDIA sample builds the plain batch norm alone: where cuDNN refuses it, the pipeline
     // notes it and the downsample branch runs unfused.
     if (!probe.batch_norm.works) WARN(name(dtype) << ": the plain fused batch norm is refused: " << probe.batch_norm.why);

@@ -22,6 +22,7 @@
 #include <torch/autograd.h>
 
 #include <dlfcn.h>
+#include <stdlib.h>  // setenv
 
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/util/log.hpp"
@@ -48,6 +49,11 @@ namespace fe = cudnn_frontend;
 
 void load_cudnn() {
   static const std::string failed = [] {
+    // The frontend opens a CUDA runtime of its own by name: without this, the first of
+    // libcudart.so.12 and .13 the loader finds, so a host with both gives it a second runtime with
+    // its own current device. Torch's is 13; glibc hands back the copy torch loaded. A name the
+    // user set wins.
+    ::setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", "libcudart.so.13", 0);
     void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
     if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW);
     if (!h) return std::string("cannot load libcudnn.so.9: ") + dlerror();
@@ -77,8 +83,42 @@ struct cudnn_refused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether a frontend error is cuDNN declining the graph (its pattern, shape, dtype, or no engine
+// that builds), rather than a failure of this process (memory, the driver, the handle, a wrong
+// variant pack). The frontend gives a backend call's failure one code and names the cuDNN status
+// in the message ("... and code: CUDNN_STATUS_NOT_SUPPORTED_SHAPE"); an allocation or internal
+// error there is no refusal.
+bool is_refusal(const fe::error_t& status) {
+  using code = fe::error_code_t;
+  switch (status.code) {
+    case code::GRAPH_NOT_SUPPORTED:
+    case code::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
+    case code::HEURISTIC_QUERY_FAILED:
+    case code::ATTRIBUTE_NOT_SET:
+    case code::SHAPE_DEDUCTION_FAILED:
+    case code::UNSUPPORTED_GRAPH_FORMAT:
+    case code::INVALID_VALUE:
+    case code::NVRTC_COMPILATION_FAILED:  // a runtime-fusion engine this host cannot compile
+      return true;
+    case code::CUDNN_BACKEND_API_FAILED:
+      return status.err_msg.find("NOT_SUPPORTED") != std::string::npos ||
+             status.err_msg.find("BAD_PARAM") != std::string::npos;
+    default:
+      return false;
+  }
+}
+
+// Building a graph: a refusal is remembered per shape (cudnn_refused), anything else goes on up.
 void check(fe::error_t status, const char* what) {
-  if (status.is_bad()) throw cudnn_refused(std::string("cuDNN ") + what + ": " + status.get_message());
+  if (!status.is_bad()) return;
+  const std::string text = std::string("cuDNN ") + what + ": " + status.get_message();
+  if (is_refusal(status)) throw cudnn_refused(text);
+  throw std::runtime_error(text);
+}
+
+// Running a built plan: no failure there is a refusal to remember.
+void check_run(fe::error_t status, const char* what) {
+  if (status.is_bad()) throw std::runtime_error(std::string("cuDNN ") + what + ": " + status.get_message());
 }
 
 // One graph per problem: the handle is part of the key because a plan is executed with the handle
@@ -332,7 +372,7 @@ void run(const fe::graph::Graph& g, cudnnHandle_t handle, std::int64_t workspace
   if (s != CUDNN_STATUS_SUCCESS) throw std::runtime_error(std::string("cudnnSetStream: ") + fe::detail::get_error_string(s));
   at::Tensor workspace;
   if (workspace_bytes > 0) workspace = at::empty({workspace_bytes}, like.options().dtype(at::kByte));
-  check(g.execute(handle, pack, workspace_bytes > 0 ? workspace.data_ptr() : nullptr), "execute");
+  check_run(g.execute(handle, pack, workspace_bytes > 0 ? workspace.data_ptr() : nullptr), "execute");
 }
 
 std::int64_t mask_bytes(std::int64_t numel) {
@@ -653,8 +693,9 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dty
     bool unbias = false;
     const bool graphs = route != fused_bn_route::ex || !k.relu;
     std::string why = graphs ? attempt(k.relu, k.add, true, unbias) : "the graphs were not asked for";
-    // The bit mask's comparison is a form no C++ sample of NVIDIA's builds; its samples' forward
-    // writes no mask, and their backward can take the ReLU's gradient from its output instead.
+    // No batch-norm sample of NVIDIA's writes the bit mask (its layer-norm bit-mask sample builds the
+    // same comparison); their batch-norm forward writes none, and the backward can take the ReLU's
+    // gradient from its output instead.
     if (!why.empty() && k.relu && graphs) {
       const std::string other = attempt(k.relu, k.add, false, unbias);
       k.check->relu_from_output = other.empty();
