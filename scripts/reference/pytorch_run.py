@@ -337,6 +337,14 @@ def main():
         fused = {"fused": True} if compiled else {"foreach": o["foreach"]}
         opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
                               **fused)
+        if compiled and o["momentum"] != 0:
+            # PyTorch 2.11's fused SGD makes its momentum buffers with empty_like on the first step and
+            # lets the kernel fill them; a step GradScaler skips (an inf at the first scale, routine
+            # in fp16) leaves them unwritten, and the next step reads them as momentum. Zeros give
+            # the first real step exactly the gradient, as the unfused SGD does and as trainbench's
+            # fused SGD (stages/fused_sgd.cpp) starts.
+            for q in model.parameters():
+                opt.state[q]["momentum_buffer"] = torch.zeros_like(q, memory_format=torch.preserve_format)
         scaler_on = t["grad_scaler"] == "on" or (t["grad_scaler"] == "auto" and amp == "fp16")
         scaler = torch.amp.GradScaler(device.type, enabled=scaler_on)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp, torch.bfloat16)  # unused when amp is off
