@@ -226,14 +226,15 @@ step_options make_step_options(const profile& p, c10::Device device) {
   return so;
 }
 
-batch_search_request search_request(const profile& p, c10::Device device) {
+// The search sizes the step the run will take: with a graph only where the run captures one.
+batch_search_request search_request(const profile& p, c10::Device device, bool graph) {
   batch_search_request r;
   r.device = device;
   r.arch = p.model.arch;
   r.num_classes = p.model.num_classes;
   r.image_size = p.data.image_size;
   r.channels_last = p.model.channels_last;
-  r.cuda_graph = p.backend.cuda_graph || p.backend.compile;
+  r.cuda_graph = graph;
   r.input_buffers = p.transfer.copy_stream ? p.transfer.depth : 1;
   r.step = make_step_options(p, device);
   return r;
@@ -338,20 +339,21 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
     }
     if (p.backend.compile) e.notes.push_back(compile_part_not_run("cuda_graph", why));
   }
+  // A data-parallel run captures no graph: its all-reduce runs from autograd hooks (above).
+  const bool graph = on_cuda && (p.backend.cuda_graph || p.backend.compile) && !out.group;
   std::int64_t batch = p.train.batch_size;
   if (p.train.batch_size_auto) {
     if (!on_cuda)
       throw config_error(
           "", "train.batch_size",
           "'auto' searches the largest batch that fits in device memory and needs a CUDA device; give a number");
-    batch = search_batch_size(search_request(p, device), e.batch_size_search);
+    batch = search_batch_size(search_request(p, device, graph), e.batch_size_search);
   }
 
   out.batch_size = batch;
   e.batch_size = batch;
   out.trace = make_trace(p, o.launch, batch);
   const bool host_data = p.data.source != data_source::device_synthetic;
-  const bool graph = on_cuda && (p.backend.cuda_graph || p.backend.compile) && !out.group;
   at::ScalarType batch_dtype = at::kFloat;
   if (host_data) {
     std::unique_ptr<transfer_stage> decoder = device_decoder(p, device, o.strict, e);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -101,6 +102,7 @@ run_out run_profile(const std::string& yaml, const std::vector<std::string>& set
 
 TEST_CASE("graph step: prepare() captures without changing the model, then trains as the eager step", "[gpu]") {
   require_cuda();
+  const tbgpu::cuda_math_guard exact;  // fp32 at 1e-4: no TF32, deterministic cuDNN algorithms
   for (amp_mode amp : {amp_mode::off, amp_mode::fp16}) {
     INFO(to_string(amp));
     auto [graphed, eager] = twins();
