@@ -436,9 +436,13 @@ def main():
         return n
 
     window_batches = m["measured_batches"]
-    # Without a model the DataLoader's workers have prefetched before the first batch is asked
-    # for; trainbench's warmup takes those first, and so does this.
-    prefetched = 0 if step or not d["workers"] else d["workers"] * d["prefetch_factor"]
+    # The DataLoader's workers prefetch while the model is set up and while the first batches take
+    # long (torch.compile's first batch takes tens of seconds): windows served from those batches
+    # would show an input-bound loop as compute-bound. trainbench's warmup takes as many batches
+    # as its loader holds beyond the profile's, with a model or without, and so does this.
+    prefetched = d["workers"] * d["prefetch_factor"] if it is not None and d["workers"] else 0
+    if prefetched and fetch is not None and on_cuda and tr["copy_stream"]:
+        prefetched += 1  # the side stream's batch ahead, as trainbench's copy stage lookahead
     try:
         for i in range(m["warmup_batches"] + prefetched):
             one(False)

@@ -191,6 +191,25 @@ TEST_CASE("bench-data drains the loader's ring in warmup, and windows can be giv
   CHECK(j["measure"]["min_window_s"] == 0.02);
 }
 
+// With a model too: the workers fill the ring while the run is set up, and windows served from
+// it would hide an input-bound loop; warmup takes those batches beyond the profile's.
+TEST_CASE("run's warmup takes the batches the loader's ring filled before the first was asked for") {
+  const auto dir = tbtest::scratch("tour-run-warmup");
+  const auto file = tbtest::tiny_profile(dir);
+  const auto r = tbtest::run_cli("run -q -c '" + file + "' --set data.workers=2 --set data.prefetch_factor=3" +
+                                 " --out '" + (dir / "r.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(dir / "r.json");
+  const int slots = j["effective"]["loader_slots"];
+  CHECK(slots == 6);
+  CHECK(j["results"]["warmup_batches_done"] == 1 + slots);
+  // Without workers the loader reads on demand: nothing to take.
+  const auto r0 = tbtest::run_cli("run -q -c '" + file + "' --out '" + (dir / "r0.json").string() + "'");
+  REQUIRE(r0.code == 0);
+  CHECK(tbtest::read_json(dir / "r0.json")["results"]["warmup_batches_done"] == 1);
+}
+
 TEST_CASE("gpu-check.sh takes the project's Python by default, and names the module a Python lacks") {
   const auto dir = tbtest::scratch("tour-gpu-check");
   const auto gpu_check = [&](const std::string& env) {

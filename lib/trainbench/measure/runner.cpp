@@ -85,11 +85,13 @@ void runner::record_kernel_families() {
   }
 }
 
-// Without a model (bench-data) the loader's workers have filled the ring before the first batch
-// is asked for: those batches cost nothing to take. Warmup first drains them, so that the
-// profile's warmup batches and every window meet the loader in its steady state.
+// The loader's workers fill the ring while the run is set up (the model, cuDNN's first choices, a
+// graph's capture) and while the first batches take long: those batches cost the step nothing to
+// take, so windows served from them would show an input-bound loop as compute-bound. Warmup takes
+// as many batches as the ring and the copy stage hold beyond the profile's, so that every window
+// meets the loader in its steady state, with a model or without (bench-data).
 int runner::warmup_count() const {
-  if (p_.step || !p_.loader) return m_.warmup_batches;
+  if (!p_.loader) return m_.warmup_batches;
   const int ring = p_.loader->workers() > 0 ? p_.loader->slots() : 0;  // no workers: loaded on demand
   return m_.warmup_batches + ring + (p_.transfer ? p_.transfer->lookahead() : 0);
 }
