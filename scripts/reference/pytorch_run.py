@@ -157,6 +157,11 @@ def make_dataset(p):
         return cls(str(root), train=train, transform=tf, download=False)
     if d["source"] == "synthetic":
         return SyntheticImages(d["samples"], d["source_size"], p["model"]["num_classes"], p["seed"], tf)
+    if d["source"] != "device-synthetic":
+        # No loader of this source here: one fixed device batch in its place would be measured as
+        # if it were the profile's workload.
+        sys.exit(f"pytorch_run.py: data.source {d['source']}: the reference has no loader for it "
+                 "(cifar10, fashion-mnist, mnist, synthetic and device-synthetic only)")
     return None
 
 
@@ -288,6 +293,11 @@ def main():
     compiled = bool(be.get("compile", False))
     graphed = be["cuda_graph"] or compiled
     fmt = torch.channels_last if p["model"]["channels_last"] or compiled else torch.contiguous_format
+    if be["cuda_graph"] and not compiled and not args.data_only:
+        # PyTorch has no switch for "the eager step as one CUDA graph"; torch.compile is what a user
+        # reaches for, and it is not the same thing: compare such a rung with that in mind.
+        notes.append("backend.cuda_graph: the reference runs torch.compile(model) (Inductor's kernels and layout; "
+                     "no CUDA graph in its default mode), not a CUDA graph of the eager step")
     if d["preprocess"] == "device" and not args.data_only:
         notes.append("data.preprocess: device: the reference resizes and normalises on the host (torchvision transforms)")
 

@@ -35,3 +35,16 @@ TEST_CASE("the PyTorch reference runs the compile rung and the best configuratio
     CHECK(j["results"]["samples_per_s"]["median"].get<double>() > 0);
   }
 }
+
+// A source the reference has no loader for is refused, not replaced by one reused device batch
+// that would be measured as the profile's workload.
+TEST_CASE("the PyTorch reference refuses a data source it has no loader for") {
+  const auto dir = tbtest::scratch("reference-source");
+  const auto r = tbtest::run_shell("'" TRAINBENCH_TEST_PYTHON "' scripts/reference/pytorch_run.py --trainbench \"$TB\""
+                                   " --config configs/imagenet/00-baseline.yaml --set device=cpu --out '" +
+                                   (dir / "r.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.code != 0);
+  CHECK(r.output.find("data.source imagefolder: the reference has no loader for it") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "r.json"));
+}
