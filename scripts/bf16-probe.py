@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Why bf16 trains slower than fp16 at the same rung: times batch norm and convolution forward +
 backward in NHWC through PyTorch, fp16 against bf16, at the shapes of the ladder's ResNet-18
-(CIFAR-10 images, batch 512) or any other, says which batch-norm backend PyTorch picks for each
+(CIFAR-10 resized to 224, batch 512) or any other, says which batch-norm backend PyTorch picks for each
 dtype, and lists the GPU kernels of one whole training step per dtype by time.
 
-usage: bf16-probe.py [--batch 512] [--image 32] [--arch resnet18] [--iters 20] [--json OUT]
+usage: bf16-probe.py [--batch 512] [--image 224] [--arch resnet18] [--iters 20] [--json OUT]
 Runs on a GPU host with the project's venv (torch, torchvision): scripts/env.sh's TRAINBENCH_PYTHON.
 Prints a table per part; --json writes the same numbers. No output is a measurement the project
 keeps: it is evidence for docs/fused-batch-norm.md.
@@ -133,7 +133,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default="resnet18")
     ap.add_argument("--batch", type=int, default=512)
-    ap.add_argument("--image", type=int, default=32)
+    ap.add_argument("--image", type=int, default=224)  # the ladder resizes to 224
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
     a = ap.parse_args()
