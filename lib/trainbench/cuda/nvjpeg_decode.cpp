@@ -170,9 +170,9 @@ int library_version(const nvjpeg_api* api) {
 
 // The handles' flags: chroma upsampled by interpolation, as libjpeg-turbo's "fancy upsampling"
 // (on by default, and so in the host path, torchvision and PIL) does, where this libnvjpeg has it
-// (12.1 on; DALI and nvImageCodec set it so for the same reason). nvJPEG's default repeats each
-// chroma sample, which differs from the host path's pixels along every colour edge of a 4:2:0 or
-// 4:2:2 file.
+// (12.1 on, the version nvImageCodec's plugins and DALI check before they set it, when asked:
+// fancy_upsampling, jpeg_fancy_upsampling). nvJPEG's default repeats each chroma sample, which
+// differs from the host path's pixels along every colour edge of a 4:2:0 or 4:2:2 file.
 unsigned int handle_flags(const nvjpeg_api* api, bool interpolated_chroma) {
   return interpolated_chroma && library_version(api) >= 12001 ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
 }
@@ -193,8 +193,8 @@ struct nvjpeg_session {
   std::vector<std::vector<nvjpegDecodeParams_t>> params;  // per state: one per image of its batch
   unsigned int flags = 0;  // what the handle was made with
   std::string flags_refused;  // the flags asked for, where nvjpegCreateEx refused them (made without)
-  // Per state: the batch and frame size nvjpegDecodeBatchedPreAllocate made its buffers for.
-  std::vector<std::array<int, 3>> preallocated;
+  // Per state: nvjpegDecodeBatchedPreAllocate was called for it (once).
+  std::vector<std::uint8_t> preallocated;
   nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, unsigned int wanted_flags, int state_count = 1)
       : api(a) {
     flags = wanted_flags;
@@ -228,27 +228,24 @@ struct nvjpeg_session {
     try {
       preallocated.reserve(states.size() + 1);
       states.push_back(st);
-      preallocated.push_back({0, 0, 0});
+      preallocated.push_back(0);
     } catch (...) {
       api->state_destroy(st);
       throw;
     }
   }
-  // State k's buffers on the engines made for `count` frames of up to width x height before its
-  // batched call, not inside it: otherwise nvJPEG frees and allocates them again as the sizes
-  // change, and a cudaFree waits for the whole device (NVIDIA's documentation of
-  // nvjpegDecodeBatchedPreAllocate; DALI and nvImageCodec call it for this). A frame size that
-  // outgrows them is made a quarter larger, so a run makes them a few times. False where nvJPEG
-  // refuses: its calls then allocate as they need.
-  bool preallocate(std::size_t k, int count, int width, int height) {
-    std::array<int, 3>& have = preallocated[k];
-    if (count <= have[0] && width <= have[1] && height <= have[2]) return true;
-    const auto grown = [](int need, int had) { return need > had ? need + need / 4 : had; };
-    const std::array<int, 3> want{std::max(count, have[0]), grown(width, have[1]), grown(height, have[2])};
-    if (api->preallocate(handle, states[k], want[0], want[1], want[2], NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI) !=
-        NVJPEG_STATUS_SUCCESS)
+  // State k preallocated for batches of `count` (nvjpegDecodeBatchedPreAllocate), once, before
+  // its first batched call, as nvImageCodec's and DALI's hardware decoders do right after making
+  // their state: it puts the engines' buffers in a pool, so nvJPEG does not free and allocate
+  // them inside batched calls as image sizes change (NVIDIA documents that cost; a cudaFree waits
+  // for the whole device). The frame size is a 1x1 hint, as theirs is by default: the pool grows
+  // to the images met, and no hint sizes memory outside the caching allocator for the largest
+  // file. False where nvJPEG refuses; its calls then allocate as they need.
+  bool preallocate(std::size_t k, int count) {
+    if (preallocated[k]) return true;
+    if (api->preallocate(handle, states[k], count, 1, 1, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI) != NVJPEG_STATUS_SUCCESS)
       return false;
-    have = want;
+    preallocated[k] = 1;
     return true;
   }
   // At least `count` decode parameters for RGBI output for state k, made as the batch grows (a
@@ -685,7 +682,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
-    if (preallocate_) preallocate_state(e, members);
+    if (preallocate_) preallocate_state(members);
     const bool with_regions = regions_ && reserve_params(members.size());
     // Host work only, so before the wait: the engines may still be decoding the batch before.
     const std::int64_t smaller = with_regions ? ask_regions(e, members) : 0;
@@ -757,18 +754,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                          member_outputs_.data() + first, stream.stream());
   }
 
-  // The state this batch's call takes, preallocated for its images (nvjpeg_session::preallocate):
-  // its frames' largest width and height. Where nvJPEG refuses, the run goes on without.
-  void preallocate_state(const encoded_batch& e, const std::vector<std::int64_t>& members) {
-    int width = 1, height = 1;
-    for (std::int64_t i : members) {
-      width = std::max(width, e.infos[static_cast<std::size_t>(i)].width);
-      height = std::max(height, e.infos[static_cast<std::size_t>(i)].height);
-    }
-    if (hardware_->preallocate(batch_state_, static_cast<int>(members.size()), width, height)) return;
+  // The state this batch's call takes, preallocated on its first batch (nvjpeg_session::
+  // preallocate). Where nvJPEG refuses, the run goes on without.
+  void preallocate_state(const std::vector<std::int64_t>& members) {
+    if (hardware_->preallocate(batch_state_, static_cast<int>(members.size()))) return;
     preallocate_ = false;
     log_info("nvjpeg: nvjpegDecodeBatchedPreAllocate refused a batch of " + std::to_string(members.size()) +
-             " frames up to " + std::to_string(width) + "x" + std::to_string(height) +
              "; the engines' calls make their own buffers as they need");
   }
 
@@ -966,12 +957,19 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                  session->flags_refused);
   }
 
+  // What each handle was made with: the engines' and the general backend's may differ where
+  // nvjpegCreateEx refused the flag for one of them.
   std::string chroma_text() const {
-    if ((general_->flags & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
-      return ", chroma interpolated as libjpeg-turbo does";
-    if (!options_.interpolated_chroma) return ", chroma repeated (interpolation off)";
-    return general_->flags_refused.empty() ? ", chroma repeated (this libnvjpeg has no interpolation)"
-                                           : ", chroma repeated (nvjpegCreateEx refused interpolation)";
+    const auto of = [this](const nvjpeg_session& session) -> std::string {
+      if ((session.flags & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
+        return "chroma interpolated as libjpeg-turbo does";
+      if (!options_.interpolated_chroma) return "chroma repeated (interpolation off)";
+      return session.flags_refused.empty() ? "chroma repeated (this libnvjpeg has no interpolation)"
+                                           : "chroma repeated (nvjpegCreateEx refused interpolation)";
+    };
+    const std::string general = of(*general_);
+    if (!hardware_ || of(*hardware_) == general) return ", " + general;
+    return ", the engines' " + of(*hardware_) + ", the general backend's " + general;
   }
 
   std::string region_text() const {
