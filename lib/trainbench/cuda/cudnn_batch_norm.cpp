@@ -84,11 +84,16 @@ struct cudnn_refused : std::runtime_error {
 };
 
 // Whether a frontend error is cuDNN declining the graph (its pattern, shape, dtype, or no engine
-// that builds), rather than a failure of this process (memory, the driver, the handle, a wrong
-// variant pack). The frontend gives a backend call's failure one code and names the cuDNN status
-// in the message ("... and code: CUDNN_STATUS_NOT_SUPPORTED_SHAPE"); an allocation or internal
-// error there is no refusal.
+// that builds), rather than a failure of this process (memory, the driver, a bug of ours). The
+// frontend folds a failed plan build into GRAPH_EXECUTION_PLAN_CREATION_FAILED, and a backend
+// call's failure into CUDNN_BACKEND_API_FAILED, each with cuDNN's status in the message
+// ("... cudnn_status: CUDNN_STATUS_...", "... and code: CUDNN_STATUS_..."): allocation and
+// execution failures there are no refusal whatever the code, nor are the statuses that name a
+// wrong pointer or stream.
 bool is_refusal(const fe::error_t& status) {
+  const std::string& m = status.err_msg;
+  const auto says = [&m](const char* what) { return m.find(what) != std::string::npos; };
+  if (says("ALLOCATION_FAILED") || says("EXECUTION_FAILED") || says("out of memory")) return false;
   using code = fe::error_code_t;
   switch (status.code) {
     case code::GRAPH_NOT_SUPPORTED:
@@ -101,8 +106,8 @@ bool is_refusal(const fe::error_t& status) {
     case code::NVRTC_COMPILATION_FAILED:  // a runtime-fusion engine this host cannot compile
       return true;
     case code::CUDNN_BACKEND_API_FAILED:
-      return status.err_msg.find("NOT_SUPPORTED") != std::string::npos ||
-             status.err_msg.find("BAD_PARAM") != std::string::npos;
+      if (says("NULL_POINTER") || says("MISALIGNED_POINTER") || says("STREAM_MISMATCH")) return false;
+      return says("NOT_SUPPORTED") || says("BAD_PARAM");
     default:
       return false;
   }
