@@ -56,8 +56,7 @@ struct jpeg_markers {
   bool ok() const { return refused.empty() && end != 0 && frame_marker != 0; }
   // What the GPU's JPEG engines decode, by the markers alone: complete, baseline (SOF0: 8-bit
   // Huffman, sequential), in 4:2:0, 4:4:4, 4:2:2 or grayscale, and not rgb_coded().
-  // nvjpegDecodeBatchedSupported may
-  // still refuse such a file on a given GPU (its size, say).
+  // nvjpegDecodeBatchedSupported may still refuse such a file on a given GPU (its size, say).
   bool engine_kind() const;
 };
 
