@@ -238,6 +238,7 @@ export LD_LIBRARY_PATH="$libdir:$torch_lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBR
 if [ -n "$prebuilt" ]; then
   TB=$prebuilt/prebuilt/trainbench
   TESTS=$prebuilt/prebuilt/trainbench_tests
+  CROP_CHECK=$prebuilt/prebuilt/trainbench_crop_check
   modules=$prebuilt/prebuilt/modules
   echo "prebuilt binaries (built on the development machine)" > "$out/route.txt"
   scripts/lib-missing.sh "$prebuilt/prebuilt/libs" "$libdir" "$TB" "$TESTS" $(ls "$modules"/*.so 2>/dev/null) |
@@ -258,6 +259,7 @@ else
   cmake --build build-gpu -j "$(nproc)" || die "build failed"
   TB=$PWD/build-gpu/trainbench
   TESTS=$PWD/build-gpu/tests/trainbench_tests
+  CROP_CHECK=$PWD/build-gpu/tests/trainbench_crop_check
   echo "built on this host against the prefix" > "$out/route.txt"
   scripts/lib-missing.sh "$prefix_libs" "$libdir" "$TB" "$TESTS" $(ls build-gpu/tests/*.so 2>/dev/null) |
     tee "$out/libs-missing.txt"
@@ -493,32 +495,52 @@ fi
 
 if start sanitizer; then
   # compute-sanitizer memcheck (out-of-bounds and misaligned accesses, leaks of device memory) and
-  # racecheck (shared-memory hazards) on two [gpu] test cases: nvJPEG's decode into the batch (the
-  # engines' regions and the fused crop kernel) and the copy stream. PyTorch's caching allocator
-  # hides its blocks' bounds from memcheck: turned off for it. Each run gets an equal share of
-  # what is left of the phase. A process loading LibTorch's CUDA library under the sanitizer takes
-  # tens of seconds to start, so --quick runs memcheck on the decode case alone, with the whole
-  # phase; the full kit runs both tools on both cases.
+  # racecheck (shared-memory hazards). First, both on trainbench_crop_check: our one kernel (the
+  # fused crop) against its CPU reference, every image and the output an allocation of its exact
+  # size, in a program without LibTorch that starts in a second under the sanitizer. Then, with
+  # what is left, [gpu] test cases of the LibTorch binary, whose start under the sanitizer takes
+  # tens of seconds: nvJPEG's decode into the batch (the engines' regions and the kernel in place),
+  # and the copy stream; --quick runs memcheck on the decode case only. PyTorch's caching
+  # allocator hides its blocks' bounds from memcheck: turned off for it. Each run gets an equal
+  # share of what is left of the phase. A rehearsal runs the crop check without the sanitizer: it
+  # must load and say it found no CUDA device.
   cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
   sanitized=("nvJPEG decode + device crop gives the host path's batches within IDCT tolerance"
              "copy stream delivers every batch intact\\, with slow and fast steps")
-  tools=(memcheck racecheck)
-  [ $quick = 1 ] && { sanitized=("${sanitized[0]}"); tools=(memcheck); }
-  if [ $rehearse = 1 ] || [ ! -x "$cs" ]; then
-    echo "no compute-sanitizer (PATH, \$CUDA_HOME/bin), or a rehearsal: skipped" | tee "$out/sanitizer-memcheck.txt"
+  case_tools=(memcheck racecheck)
+  [ $quick = 1 ] && { sanitized=("${sanitized[0]}"); case_tools=(memcheck); }
+  [ -x "${CROP_CHECK:-}" ] || { echo "no trainbench_crop_check (a build without CUDA?): the kernel's own runs skipped"; CROP_CHECK=""; }
+  if [ $rehearse = 1 ]; then
+    if [ -n "$CROP_CHECK" ]; then
+      "$CROP_CHECK" | tee "$out/sanitizer-memcheck.txt"
+      grep -q "no CUDA device" "$out/sanitizer-memcheck.txt" || echo "crop check: broken (expected 'no CUDA device')"
+    fi
+    echo "a rehearsal: no compute-sanitizer runs" | tee -a "$out/sanitizer-memcheck.txt"
+  elif [ ! -x "$cs" ]; then
+    echo "no compute-sanitizer (PATH, \$CUDA_HOME/bin): skipped" | tee "$out/sanitizer-memcheck.txt"
   else
-    runs_left=$((${#tools[@]} * ${#sanitized[@]}))
-    for tool in "${tools[@]}"; do
-      : > "$out/sanitizer-$tool.txt"
-      for t in "${sanitized[@]}"; do
-        extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
-        share=$(( $(phase_left) / runs_left )); runs_left=$((runs_left - 1))
+    runs=()  # tool<TAB>name of a [gpu] case, or "crop" for the crop check
+    if [ -n "$CROP_CHECK" ]; then runs+=($'memcheck\tcrop' $'racecheck\tcrop'); fi
+    for tool in "${case_tools[@]}"; do
+      for t in "${sanitized[@]}"; do runs+=("$tool"$'\t'"$t"); done
+    done
+    : > "$out/sanitizer-memcheck.txt"; : > "$out/sanitizer-racecheck.txt"
+    runs_left=${#runs[@]}
+    for r in "${runs[@]}"; do
+      IFS=$'\t' read -r tool t <<< "$r"
+      extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
+      share=$(( $(phase_left) / runs_left )); runs_left=$((runs_left - 1))
+      if [ "$t" = crop ]; then
+        echo "== $tool: trainbench_crop_check" >> "$out/sanitizer-$tool.txt"
+        limited "$share" 5 "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 "$CROP_CHECK" 2>&1 |
+          tee -a "$out/sanitizer-$tool.txt"
+      else
         echo "== $tool: $t" >> "$out/sanitizer-$tool.txt"
         PYTORCH_NO_CUDA_MEMORY_CACHING=$([ $tool = memcheck ] && echo 1 || echo 0) \
           limited "$share" 5 "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 $TESTS "$t" -w NoTests 2>&1 |
           tee -a "$out/sanitizer-$tool.txt"
-        echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
-      done
+      fi
+      echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
     done
   fi
 fi

@@ -5,10 +5,11 @@
 #                 library the binaries load, unpacked with dpkg -x (a prefix CMake can search:
 #                 scripts/gpu-check.sh --deps DIR)
 #   DIR/prebuilt/ the binaries built here (scripts/gpu-check.sh --prebuilt DIR), to skip the build:
-#                 trainbench, trainbench_tests, modules/ (the test modules: the NVTX recorder, the
-#                 preload that kills a ladder's child), libs/ (every library they load that is not
-#                 glibc, LibTorch or CUDA, one file per soname: scripts/carry-libs.sh), and
-#                 nvjpeg/libnvjpeg.so.13
+#                 trainbench, trainbench_tests, trainbench_crop_check (the fused crop kernel against
+#                 its CPU reference without LibTorch, for compute-sanitizer; CUDA builds), modules/
+#                 (the test modules: the NVTX recorder, the preload that kills a ladder's child),
+#                 libs/ (every library they load that is not glibc, LibTorch or CUDA, one file per
+#                 soname: scripts/carry-libs.sh), and nvjpeg/libnvjpeg.so.13
 # On the host, scripts/lib-missing.sh puts on the library path only the carried sonames the host
 # lacks (the first H200 run's host had no libpq, libldap or liblber), never one it has (its libssl).
 #   usage: scripts/offline-deps.sh DIR [--no-prebuilt]
@@ -49,6 +50,7 @@ if [ "$prebuilt" = 1 ]; then
   rm -rf "$dir/prebuilt"
   mkdir -p "$dir/prebuilt/modules" "$dir/prebuilt/nvjpeg"
   cp build/trainbench build/tests/trainbench_tests "$dir/prebuilt/"
+  [ -x build/tests/trainbench_crop_check ] && cp build/tests/trainbench_crop_check "$dir/prebuilt/"
   [ ${#present_modules[@]} -gt 0 ] && cp "${present_modules[@]}" "$dir/prebuilt/modules/"
   cp -r "$closure" "$dir/prebuilt/libs"
   chmod 755 "$dir/prebuilt/libs"
