@@ -571,7 +571,8 @@ def sanitizer_section(dirs):
             continue
         lines = open(f).read().strip().splitlines()
         keep = [t for t in lines if t.startswith("== ") or "ERROR SUMMARY" in t or "RACECHECK SUMMARY" in t
-                or t.startswith("compute-sanitizer ") or "skipped" in t or "LEAK SUMMARY" in t]
+                or t.startswith("compute-sanitizer ") or "skipped" in t or "LEAK SUMMARY" in t
+                or t.startswith("crop check:")]
         print(f"\n## compute-sanitizer {tool}\n\n```\n" + "\n".join(keep or lines[-8:]) + "\n```")
 
 
