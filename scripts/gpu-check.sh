@@ -5,7 +5,7 @@
 # and collect every report, the tables, the charts, the per-test list and a log in --out.
 #   usage: scripts/gpu-check.sh [--deps DIR | --prebuilt DIR] [--out DIR] [--quick] [--rehearse]
 #                               [--budget S] [--only LIST] [--phase-budget P=S,...] [--tests-from FILE]
-#                               [--pack FILE] [--plan]
+#                               [--continue DIR] [--pack FILE] [--plan]
 #     --deps DIR      prefix made by scripts/offline-deps.sh (DIR/prefix): build here with Ninja
 #     --prebuilt DIR  binaries made by scripts/offline-deps.sh (DIR/prebuilt): skip the build
 #     --quick         the sizes that fit one call (fewer rounds, rungs and reference profiles)
@@ -17,18 +17,21 @@
 #                     ladder keeps the rungs it finished), phases with no time left are skipped and
 #                     listed in skipped.txt; the results page and the pack always run
 #     --only LIST     the phases to run, comma-separated, from: data tests ladder reference plus decode
-#                     resnet50 bottleneck dist sanitizer imagenet (default: all, in that order: their
-#                     priority; data runs whenever a selected phase needs it)
+#                     resnet50 bottleneck dist sanitizer imagenet probe (default: all, in that order:
+#                     their priority; data runs whenever a selected phase needs it; probe, the bf16
+#                     probe, has no time of its own: it runs on what the others left)
 #     --phase-budget  P=S,...: another cap for some phases (seconds), e.g. tests=200
 #     --tests-from F  run only the [gpu] test cases named in F, one a line (a first call's
 #                     gpu-tests-left.txt: the cases it did not finish)
+#     --continue DIR  a second call after a first that wrote DIR: the phases it skipped or cut
+#                     (--only), the test cases it left (--tests-from), then the bf16 probe
 #     --pack FILE     end by packing --out into one .tar.gz (for a host that returns few files)
 #     --plan          print the plan (phases and their caps) and exit, 1 if it exceeds --budget
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack="" tests_from="" plan_only=0
 phase_budget_arg=""
-all_phases="data tests ladder reference plus decode resnet50 bottleneck dist sanitizer imagenet"
+all_phases="data tests ladder reference plus decode resnet50 bottleneck dist sanitizer imagenet probe"
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) deps=$(realpath "$2"); shift 2 ;;
@@ -40,13 +43,28 @@ while [ $# -gt 0 ]; do
     --only) only=${2//,/ }; only_given=1; shift 2 ;;
     --phase-budget) phase_budget_arg=$2; shift 2 ;;
     --tests-from) tests_from=$(realpath "$2"); shift 2 ;;
+    --continue) continue_from=$(realpath "$2"); shift 2 ;;
     --pack) pack=$(realpath -m "$2"); shift 2 ;;
     --plan) plan_only=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2; }
+# --continue: what a first call left, read from its --out: the phases it skipped or cut, the test
+# cases it did not finish, and the bf16 probe last (it runs on whatever time is left).
+if [ -n "${continue_from:-}" ]; then
+  [ -f "$continue_from/skipped.txt" ] && [ -f "$continue_from/cut.txt" ] ||
+    { echo "gpu-check.sh: --continue: $continue_from holds no skipped.txt and cut.txt of a first call" >&2; exit 2; }
+  [ -z "$only" ] || { echo "gpu-check.sh: --continue takes its phases from the first call: no --only" >&2; exit 2; }
+  only="$(cat "$continue_from/skipped.txt" "$continue_from/cut.txt" | sed '/^$/d' | sort -u | tr '\n' ' ')probe"
+  only_given=1
+  if [ -z "$tests_from" ] && [ -s "$continue_from/gpu-tests-left.txt" ]; then
+    tests_from=$continue_from/gpu-tests-left.txt
+    [[ " $only " == *" tests "* ]] || only="tests $only"
+  fi
+  echo "--continue $continue_from: phases $only${tests_from:+; the test cases of $tests_from}"
+fi
 [ -n "${only_given:-}" ] && [ -z "${only// /}" ] &&
   { echo "gpu-check.sh: --only names no phase (phases: $all_phases)" >&2; exit 2; }
 for p in $only; do
@@ -61,7 +79,7 @@ done
 # its cap (see docs/gpu-check.md). setup: preflight, libraries, --version; reserve: SIGKILL grace,
 # compare, the page and the pack.
 declare -A plan=([setup]=8 [data]=12 [tests]=125 [ladder]=75 [reference]=100 [plus]=50 [decode]=20
-                 [resnet50]=50 [bottleneck]=15 [dist]=18 [sanitizer]=32 [imagenet]=20)
+                 [resnet50]=50 [bottleneck]=15 [dist]=18 [sanitizer]=32 [imagenet]=20 [probe]=0)
 reserve=15
 if [ -n "$phase_budget_arg" ]; then
   for kv in ${phase_budget_arg//,/ }; do
@@ -596,6 +614,23 @@ fi
 if start imagenet; then
   # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
   within $TB ladder configs/imagenet --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
+fi
+
+if start probe; then
+  # The bf16 goal's evidence (scripts/bf16-probe.py): batch norm against the convolutions per dtype
+  # at the ladder's shapes, PyTorch's batch-norm backend per dtype, one step's kernels per dtype.
+  # No time of its own: what the phases before it left.
+  if [ $rehearse = 1 ]; then
+    echo "a rehearsal: the bf16 probe needs a GPU; its script is only parsed here"
+    $PY -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' scripts/bf16-probe.py && echo "bf16-probe.py parses"
+  elif [ "$(phase_left)" -lt 40 ]; then
+    # It times two dtypes' ops and steps: under 40 s it would be cut before it says anything.
+    skipped+=(probe); echo "probe: $(phase_left) s left, too few for the bf16 probe: skipped"
+  else
+    within $PY scripts/bf16-probe.py --json "$out/bf16-probe.json" > "$out/bf16-probe.txt" 2>&1 ||
+      echo "bf16 probe failed or was cut (bf16-probe.txt)"
+    tail -5 "$out/bf16-probe.txt"
+  fi
 fi
 
 phase "results"
