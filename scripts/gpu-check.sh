@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --only) only=${2//,/ }; only_given=1; shift 2 ;;
     --phase-budget) phase_budget_arg=$2; shift 2 ;;
     --tests-from) tests_from=$(realpath "$2"); shift 2 ;;
-    --continue) continue_from=$(realpath "$2"); shift 2 ;;
+    --continue) continue_from=$(realpath -m "$2"); shift 2 ;;
     --pack) pack=$(realpath -m "$2"); shift 2 ;;
     --plan) plan_only=1; shift ;;
     -h|--help) sed -n '2,33p' "$0"; exit 0 ;;

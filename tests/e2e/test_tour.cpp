@@ -237,6 +237,32 @@ TEST_CASE("gpu-check.sh takes the project's Python by default, and names the mod
   CHECK(own.output.find("no prebuilt binaries") != std::string::npos);
 }
 
+// A second call on the warm machine is made from the first's --out, not typed under the clock.
+TEST_CASE("gpu-check.sh --continue takes the phases and cases a first call left, and refuses what is not one") {
+  const auto dir = tbtest::scratch("tour-gpu-check-continue");
+  const auto kit = [&](const std::string& args) { return tbtest::run_shell("scripts/gpu-check.sh " + args); };
+  const auto none = kit("--continue '" + (dir / "none").string() + "' --plan");
+  INFO(none.output);
+  CHECK(none.code == 2);
+  CHECK(none.output.find("holds no skipped.txt and cut.txt of a first call") != std::string::npos);
+  tbtest::write_text(dir / "first/skipped.txt", "imagenet\n");
+  tbtest::write_text(dir / "first/cut.txt", "resnet50\n");
+  tbtest::write_text(dir / "first/gpu-tests-left.txt", "copy stream delivers every batch intact, with slow and fast steps\n");
+  const auto both = kit("--continue '" + (dir / "first").string() + "' --only tests --plan");
+  INFO(both.output);
+  CHECK(both.code == 2);
+  CHECK(both.output.find("no --only") != std::string::npos);
+  const auto plan = kit("--quick --budget 300 --continue '" + (dir / "first").string() + "' --plan");
+  INFO(plan.output);
+  CHECK(plan.code == 0);
+  CHECK(plan.output.find("phases tests imagenet resnet50 probe; the test cases of " +
+                         (dir / "first/gpu-tests-left.txt").string()) != std::string::npos);
+  // The plan lists what the second call runs (data joins for the phases that read the sets).
+  for (const char* phase : {"data", "tests", "resnet50", "imagenet", "probe"})
+    CHECK(plan.output.find(std::string("  ") + phase + " ") != std::string::npos);
+  CHECK(plan.output.find("  ladder ") == std::string::npos);
+}
+
 // The kit gives the cases this file names their own caps; a name that matches no case (a renamed
 // test) would silently leave that case at the default 30 s.
 TEST_CASE("gpu-tests-budget.txt names GPU test cases that exist, each with a cap in seconds") {
