@@ -310,7 +310,8 @@ if start data; then
   # configs/ladder*: a random CIFAR-10-format set (make-dataset) when data/cifar-10-batches-bin is
   # absent, CIFAR-10's 50,000 images (2 s to write): with fewer, PyTorch's DataLoader would start a
   # new epoch, and stall while its workers refill, inside the reference's windows, where
-  # trainbench's loader runs on across epochs; configs/imagenet and resnet50/08: dead-leaves JPEGs of ImageNet's sizes in data/imagenet.
+  # trainbench's loader runs on across epochs. configs/imagenet and resnet50/08: dead-leaves JPEGs
+  # of ImageNet's sizes in data/imagenet.
   cifar=data/cifar-10-batches-bin
   # batches.meta.txt is written last: a set a cut call left half-written is made again.
   [ -f $cifar/batches.meta.txt ] ||
