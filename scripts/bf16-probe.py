@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Why bf16 trains slower than fp16 at the same rung: times batch norm and convolution forward +
 backward in NHWC through PyTorch, fp16 against bf16, at the shapes of the ladder's ResNet-18
-(CIFAR-10 resized to 224, batch 512) or any other, says which batch-norm backend PyTorch picks for each
-dtype, and lists the GPU kernels of one whole training step per dtype by time.
+(CIFAR-10 resized to 224, batch 512) or any other, says which batch-norm backend PyTorch picks
+for each dtype, and lists the GPU kernels of one whole training step per dtype by time.
 
 usage: bf16-probe.py [--batch 512] [--image 224] [--arch resnet18] [--iters 20] [--json OUT]
 Runs on a GPU host with the project's venv (torch, torchvision): scripts/env.sh's TRAINBENCH_PYTHON.
