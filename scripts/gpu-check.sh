@@ -439,16 +439,16 @@ fi
 
 if start reference; then
   # The PyTorch reference (scripts/reference/pytorch_run.py) of the profiles below, in this order:
-  # the compile rung (06) and PyTorch's best configuration (configs/best, fp16 first), which the
-  # goals read; then torch.compile + overlap (07, the first run's comparison: Inductor's cache of
+  # the compile rung (06) and PyTorch's best configuration (configs/best 00 and 01, fp16 first;
+  # best/02's resize on the GPU has no counterpart there), which the goals read; then torch.compile + overlap (07, the first run's comparison: Inductor's cache of
   # 06's graph makes it cheaper) and two eager rungs. Each torch.compile takes tens of seconds, so
   # what 100 s cuts is the last. Globs under configs/; one that matches no file (a rung not added
   # yet) is named in the log and skipped. GPU_CHECK_REFERENCE overrides.
   # Reports: pytorch/ for configs/ladder, pytorch-<folder>/ for any other folder.
   if [ $quick = 1 ]; then
-    ref_default="ladder/06-* best/*fp16* best/*.yaml ladder/07-* ladder/04-* ladder/00-*"
+    ref_default="ladder/06-* best/00-* best/01-* ladder/07-* ladder/04-* ladder/00-*"
   else
-    ref_default="ladder/06-* best/*fp16* best/*.yaml ladder/*.yaml ladder-plus/*.yaml"
+    ref_default="ladder/06-* best/00-* best/01-* ladder/*.yaml ladder-plus/*.yaml"
   fi
   declare -A ref_done=()
   for pattern in ${GPU_CHECK_REFERENCE:-$ref_default}; do
