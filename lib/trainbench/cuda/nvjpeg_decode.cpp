@@ -177,6 +177,15 @@ unsigned int handle_flags(const nvjpeg_api* api, bool interpolated_chroma) {
   return interpolated_chroma && library_version(api) >= 12001 ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
 }
 
+// A diagnosis, not a setting: TRAINBENCH_NVJPEG_HW_NO_PIPELINE=1 makes the engines' handle with
+// NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE, which stops nvJPEG buffering images beyond a batched call
+// (its documentation). If the engines' writes outrun their stream (the `[gpu]` case of a lagging
+// device), a GPU run can tell whether that buffering is why without a rebuild.
+bool engines_unpipelined() {
+  const char* v = std::getenv("TRAINBENCH_NVJPEG_HW_NO_PIPELINE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // DALI's defaults: nvJPEG's own device and pinned allocations are rounded up to these, so a
 // slightly larger image does not free and allocate again (a cudaFree waits for the whole device).
 constexpr std::size_t device_padding_bytes = 16u << 20;
@@ -365,7 +374,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // image to the general backend.
   void open_hardware() {
     try {
-      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, flags_, 3);
+      const unsigned int extra = engines_unpipelined() ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : 0u;
+      hardware_ = std::make_unique<nvjpeg_session>(api_, NVJPEG_BACKEND_HARDWARE, flags_ | extra, 3);
       if (!*hardware_) hardware_.reset();
     } catch (const std::exception& e) {
       hardware_.reset();
@@ -968,8 +978,12 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                                            : "chroma repeated (nvjpegCreateEx refused interpolation)";
     };
     const std::string general = of(*general_);
-    if (!hardware_ || of(*hardware_) == general) return ", " + general;
-    return ", the engines' " + of(*hardware_) + ", the general backend's " + general;
+    const std::string unpipelined =
+        hardware_ && (hardware_->flags & NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE) != 0
+            ? ", the engines unpipelined (TRAINBENCH_NVJPEG_HW_NO_PIPELINE)"
+            : "";
+    if (!hardware_ || of(*hardware_) == general) return ", " + general + unpipelined;
+    return ", the engines' " + of(*hardware_) + ", the general backend's " + general + unpipelined;
   }
 
   std::string region_text() const {
