@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/crop_jobs.hpp"
 #include "trainbench/cuda/fused_crop.hpp"
 #include "trainbench/data/crop.hpp"
 #include "trainbench/data/fused_crop.hpp"
@@ -46,34 +47,18 @@ struct batch {
   std::vector<fused_crop_job> host_jobs, device_jobs;
 };
 
-// The [gpu] case's random batch: the same sizes, pitches, crops and flips from the same draws
-// (every fourth image an eval crop, every fifth grayscale); the pixels from a generator of their
-// own, as that case takes them from ATen's.
+// The [gpu] case's random batch (tbgpu::random_crop_job: the same sizes, pitches, crops and
+// flips); the pixels from a generator of their own, as that case takes them from ATen's.
 batch random_batch(std::uint32_t seed, int n, int size) {
   std::mt19937 rng(seed), pixel_rng(seed ^ 0x9e3779b9u);
   batch b;
   for (int i = 0; i < n; ++i) {
-    const int w = 1 + static_cast<int>(rng() % 500u), h = 1 + static_cast<int>(rng() % 500u);
-    const int channels = i % 5 == 4 ? 1 : 3;
-    const std::int64_t pitch = static_cast<std::int64_t>(w) * channels + static_cast<int>(rng() % 4);
-    std::vector<std::uint8_t> px(static_cast<std::size_t>(h * pitch));
+    fused_crop_job j = tbgpu::random_crop_job(rng, seed, i, size);
+    std::vector<std::uint8_t> px(static_cast<std::size_t>(j.height * j.pitch));
     for (auto& v : px) v = static_cast<std::uint8_t>(pixel_rng());
     b.device.push_back(std::make_unique<device_buffer>(px.size()));
     cuda(cudaMemcpy(b.device.back()->ptr, px.data(), px.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
     b.host.push_back(std::move(px));
-    resize_plan plan;
-    if (i % 4 == 3) {
-      plan = eval_plan(h, w, size);
-    } else {
-      sample_rng sr(seed, 0, i);
-      plan = train_plan(random_resized_crop(h, w, sr), size, (rng() & 1) != 0);
-    }
-    fused_crop_job j;
-    j.pitch = pitch;
-    j.width = w;
-    j.height = h;
-    j.channels = channels;
-    j.plan = fused_plan(plan);
     j.pixels = b.host.back().data();
     b.host_jobs.push_back(j);
     j.pixels = static_cast<const std::uint8_t*>(b.device.back()->ptr);

@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu/crop_jobs.hpp"
 #include "trainbench/cuda/fused_crop.hpp"
 #include "trainbench/data/crop.hpp"
 #include "trainbench/data/fused_crop.hpp"
@@ -41,26 +42,10 @@ test_batch random_batch(std::uint32_t seed, int n, int size, int max_side = 500)
   std::mt19937 rng(seed);
   test_batch b;
   for (int i = 0; i < n; ++i) {
-    const int w = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_side));
-    const int h = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_side));
-    const int channels = i % 5 == 4 ? 1 : 3;
-    const std::int64_t pitch = static_cast<std::int64_t>(w) * channels + static_cast<int>(rng() % 4);
-    at::Tensor px = at::randint(0, 256, {h, pitch}, at::TensorOptions().dtype(at::kByte));
+    fused_crop_job j = tbgpu::random_crop_job(rng, seed, i, size, max_side);
+    at::Tensor px = at::randint(0, 256, {j.height, j.pitch}, at::TensorOptions().dtype(at::kByte));
     b.host.push_back(px);
     b.device.push_back(px.to(at::kCUDA));
-    resize_plan plan;
-    if (i % 4 == 3) {
-      plan = eval_plan(h, w, size);
-    } else {
-      sample_rng sr(seed, 0, i);
-      plan = train_plan(random_resized_crop(h, w, sr), size, (rng() & 1) != 0);
-    }
-    fused_crop_job j;
-    j.pitch = pitch;
-    j.width = w;
-    j.height = h;
-    j.channels = channels;
-    j.plan = fused_plan(plan);
     j.pixels = b.host.back().data_ptr<std::uint8_t>();
     b.host_jobs.push_back(j);
     j.pixels = b.device.back().data_ptr<std::uint8_t>();
