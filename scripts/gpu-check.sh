@@ -514,15 +514,16 @@ fi
 if start resnet50; then
   # ResNet-50 to NVIDIA's recipe. --quick runs, in this order (what is cut comes last): the
   # compiled step on input made on the device (09: its rate against MLPerf's), the eager recipe on
-  # it (06: what compiling buys), on JPEGs (08: JPEG / device-made input, eager), the compiled step
-  # on JPEGs (10: the same for the compiled step), then the graph alone (07) and the host's loader
-  # (05). The reports carry the share of the tensor-core peak. GPU_CHECK_RESNET50 (rung names) overrides.
+  # it (06: what compiling buys), the compiled step with the stem padded to 4 channels (11: what
+  # that buys), on JPEGs (08: JPEG / device-made input, eager), the compiled step on JPEGs (10: the
+  # same for the compiled step), then the graph alone (07) and the host's loader (05). The reports
+  # carry the share of the tensor-core peak. GPU_CHECK_RESNET50 (rung names) overrides.
   r50=("${sets[@]}")
   r50_files=()
   if [ $quick = 1 ]; then
     [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
-    for n in ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 08-recipe-imagefolder 10-compile-imagefolder \
-               07-cuda-graph 05-recipe}; do
+    for n in ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem 08-recipe-imagefolder \
+               10-compile-imagefolder 07-cuda-graph 05-recipe}; do
       f=$(ls configs/resnet50/$n.yaml configs/resnet50/$n-*.yaml 2>/dev/null | head -1)
       [ -n "$f" ] && r50_files+=("$f") || echo "resnet50: no profile configs/resnet50/$n: skipped"
     done

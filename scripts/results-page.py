@@ -298,6 +298,17 @@ def fused_routes_line(best):
                      (median(ex[1]), f"best/{ex[0]}{partial(ex[1])}"), (median(base), f"best/{ex[0][:-3]}{partial(base)}")))
 
 
+def pad_stem_lines(best, r50):
+    """backend.pad_stem against the same profile without it: best/03 against 02, resnet50/11 against 09."""
+    for part, reports, padded, plain in (("best", best, "03-", "02-"), ("resnet50", r50, "11-", "09-")):
+        pick = lambda prefix: next(((median(r), f"{part}/{n}{partial(r)}") for n, r in reports.items()
+                                    if n.startswith(prefix) and median(r)), (None, f"{part}/{prefix[:-1]}"))
+        with_pad = next((r for n, r in reports.items() if n.startswith(padded)), None)
+        ran = ((with_pad or {}).get("effective") or {}).get("pad_stem")
+        note = "" if with_pad is None or ran else " The padded rung did not pad (its notes say why)."
+        print(ratio_line(f"stem on 4 channels / on 3 ({part})", pick(padded), pick(plain)) + note)
+
+
 def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
     """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
     imagenet = imagenet or {}
@@ -345,6 +356,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     print(ratio_line("bf16 / fp16, compiled step (best)", by_amp.get("bf16", (None, "best bf16 rung")),
                      by_amp.get("fp16", (None, "best fp16 rung")), 0.95, "within 5%"))
     fused_routes_line(best or {})
+    pad_stem_lines(best or {}, r50)
     dev, host = decode.get("device"), decode.get("host")
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None

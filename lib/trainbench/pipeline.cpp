@@ -382,6 +382,10 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
   if (o.with_step) {
     resnet model = make_model(p, device, e);
     parameters = parameter_count(*model);
+    if (p.backend.pad_stem && takes_effect(p, device_kind{on_cuda, e.device, true}, "backend.pad_stem")) {
+      model->set_stem_padded(true);
+      e.pad_stem = true;
+    }
     const std::vector<std::int64_t> shape{batch, 3, p.data.image_size, p.data.image_size};
     bool pytorch_batch_norms = true;  // some batch norm runs PyTorch's own, not a fused one
     if (p.backend.compile) {

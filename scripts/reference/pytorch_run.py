@@ -300,6 +300,8 @@ def main():
                      "no CUDA graph in its default mode), not a CUDA graph of the eager step")
     if d["preprocess"] == "device" and not args.data_only:
         notes.append("data.preprocess: device: the reference resizes and normalises on the host (torchvision transforms)")
+    if be.get("pad_stem", False) and not args.data_only:
+        notes.append("backend.pad_stem: the reference runs the stem convolution on 3 channels, as a PyTorch user does")
 
     ds = make_dataset(p)
     it = None

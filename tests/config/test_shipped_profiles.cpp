@@ -165,6 +165,41 @@ TEST_CASE("backend.fused_batch_norm is judged ineffective without compile, off C
   CHECK(r.output.find("auto, graph, ex") != std::string::npos);
 }
 
+TEST_CASE("backend.pad_stem takes effect on CUDA with NHWC and 16-bit autocast only, and says why elsewhere") {
+  profile p;
+  p.backend.pad_stem = true;
+  auto whys = [](const profile& q, const device_kind& d) {
+    std::string all;
+    for (const auto& s : ineffective_switches(q, d))
+      if (s.key == "backend.pad_stem") all += s.why + "\n";
+    return all;
+  };
+  const device_kind gpu{true, "cuda:0", true}, cpu{false, "cpu", true};
+  CHECK_THAT(whys(p, gpu), Catch::Contains("NHWC") && Catch::Contains("16-bit"));
+  CHECK_FALSE(takes_effect(p, gpu, "backend.pad_stem"));
+  p.backend.compile = true;  // NHWC, whatever model.channels_last says
+  CHECK_THAT(whys(p, gpu), !Catch::Contains("NHWC") && Catch::Contains("train.amp: fp16 or bf16"));
+  for (const auto amp : {amp_mode::fp16, amp_mode::bf16}) {
+    p.train.amp = amp;
+    CHECK(whys(p, gpu).empty());
+    CHECK(takes_effect(p, gpu, "backend.pad_stem"));
+    CHECK_THAT(whys(p, cpu), Catch::Contains("the device is cpu"));
+    CHECK_FALSE(takes_effect(p, cpu, "backend.pad_stem"));
+  }
+  p.backend.compile = false;
+  p.model.channels_last = true;
+  CHECK(takes_effect(p, gpu, "backend.pad_stem"));
+  p.backend.pad_stem = false;  // never named when not asked for
+  p.model.channels_last = false;
+  p.train.amp = amp_mode::off;
+  CHECK(whys(p, gpu).empty());
+  CHECK(whys(p, cpu).empty());
+  const auto dir = tbtest::scratch("pad-stem-key");
+  tbtest::write_text(dir / "p.yaml", "name: p\nbackend: {pad_stem: true}\n");
+  CHECK(load_profile(dir / "p.yaml").value.backend.pad_stem);
+  CHECK_THAT(to_yaml(load_profile(dir / "p.yaml").value), Catch::Contains("pad_stem: true"));
+}
+
 TEST_CASE("data.decode_off_engines: device is judged ineffective where nvJPEG does not decode") {
   profile p;
   p.data.source = data_source::imagefolder;

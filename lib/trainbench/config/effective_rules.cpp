@@ -1,5 +1,7 @@
 #include "trainbench/config/effective_rules.hpp"
 
+#include <algorithm>
+
 namespace trainbench {
 
 std::vector<ineffective_switch> ineffective_switches(const profile& p, const device_kind& device) {
@@ -16,6 +18,7 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
     ineffective(p.backend.cuda_graph, "backend.cuda_graph", why);
     ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
     ineffective(p.backend.tf32, "backend.tf32", why);
+    ineffective(p.backend.pad_stem, "backend.pad_stem", why);
   } else if (folder && p.data.decode == decode_place::device && device.device_decode) {
     // nvJPEG decodes on the device: the transfer is the decode. With a copy stream it runs one
     // batch ahead on a side stream; data.pin_memory puts the file bytes in the pinned file ring.
@@ -59,11 +62,23 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
                 "backend.fused_batch_norm",
                 std::string("trainbench takes cuDNN's batch-norm Ex call for fp16 activations only (train.amp: ") +
                     to_string(p.train.amp) + ")");
+  if (device.cuda) {
+    // The stem is padded for cuDNN's 16-bit NHWC kernels; in NCHW cuDNN lays the input out itself.
+    ineffective(p.backend.pad_stem && !p.model.channels_last && !p.backend.compile, "backend.pad_stem",
+                "the 4th channel is for cuDNN's NHWC kernels; set model.channels_last (or backend.compile)");
+    ineffective(p.backend.pad_stem && p.train.amp == amp_mode::off, "backend.pad_stem",
+                "the 4th channel is for cuDNN's 16-bit kernels; set train.amp: fp16 or bf16");
+  }
   const bool nvjpeg = folder && p.data.decode == decode_place::device && device.cuda && device.device_decode;
   ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",
               "it chooses where nvJPEG's misses are decoded, and nvJPEG does not decode here (data.decode: device on "
               "a CUDA device with libnvjpeg)");
   return out;
+}
+
+bool takes_effect(const profile& p, const device_kind& device, const std::string& key) {
+  const auto all = ineffective_switches(p, device);
+  return std::none_of(all.begin(), all.end(), [&](const ineffective_switch& s) { return s.key == key; });
 }
 
 }  // namespace trainbench

@@ -25,4 +25,8 @@ struct device_kind {
 
 std::vector<ineffective_switch> ineffective_switches(const profile& p, const device_kind& device);
 
+// No rule above holds `key` ineffective here: what the pipeline asks before it runs a switch
+// whose only effect is the one these rules judge (backend.pad_stem).
+bool takes_effect(const profile& p, const device_kind& device, const std::string& key);
+
 }  // namespace trainbench

@@ -91,6 +91,9 @@ struct backend_config {
   // How backend.compile fuses batch norm with ReLU (and the add) on a GPU: cuDNN's graphs, then in
   // fp16 its batch-norm Ex call (auto); or one of them only.
   fused_bn_route fused_batch_norm = fused_bn_route::automatic;
+  // The stem convolution's input and weights padded from 3 to 4 channels of zeros, as NVIDIA's
+  // MLPerf ResNet feeds it: cuDNN's 16-bit NHWC kernels want 4 or 8 input channels.
+  bool pad_stem = false;
 };
 
 struct measure_config {

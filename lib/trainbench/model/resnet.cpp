@@ -10,6 +10,8 @@ namespace nn = torch::nn;
 
 namespace {
 
+constexpr int64_t stem_stride = 2, stem_padding = 3;  // torchvision's 7 x 7 stem convolution
+
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
@@ -120,7 +122,8 @@ resnet_impl::resnet_impl(const resnet_spec& spec, int64_t num_classes, bool zero
     : nn::Module(spec.name) {
   TB_ASSERT(spec.block == resnet_block::bottleneck || (spec.groups == 1 && spec.width_per_group == 64),
             std::string("basic blocks have no groups or width (torchvision refuses them too): ") + spec.name);
-  conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+  conv1 = register_module(
+      "conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(stem_stride).padding(stem_padding).bias(false)));
   bn1 = register_module("bn1", nn::BatchNorm2d(64));
   int64_t in = 64;
   layer1 = register_module("layer1", make_layer(spec, in, 64, spec.layers[0], 1));
@@ -155,8 +158,19 @@ void resnet_impl::set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops)
   }
 }
 
+// The padded channel is zeros in the input and in the weights, so it adds exact zeros to every
+// output, and the weights' gradient reaches only the three real channels (the pad's backward is a
+// slice). Both pads keep their operand's memory format: cuDNN's NHWC kernels need it.
+torch::Tensor resnet_impl::stem(const torch::Tensor& x) {
+  if (!pad_stem_) return conv1(x);
+  const at::Tensor& w = conv1->weight;
+  const at::Tensor x4 = at::constant_pad_nd(x, {0, 0, 0, 0, 0, 1}).contiguous(x.suggest_memory_format());
+  const at::Tensor w4 = at::constant_pad_nd(w, {0, 0, 0, 0, 0, 1}).contiguous(w.suggest_memory_format());
+  return at::conv2d(x4, w4, {}, stem_stride, stem_padding);
+}
+
 torch::Tensor resnet_impl::forward(const torch::Tensor& x) {
-  torch::Tensor y = ops_->bn_relu(*bn1, conv1(x));
+  torch::Tensor y = ops_->bn_relu(*bn1, stem(x));
   y = torch::max_pool2d(y, 3, 2, 1);
   y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
   y = torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);

@@ -26,9 +26,17 @@ class resnet_impl : public torch::nn::Module {
   // `ops` from now on; the unfused ops until then.
   void set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops);
   const std::shared_ptr<batch_norm_ops>& batch_norm_ops_in_use() const { return ops_; }
+  // backend.pad_stem: the stem convolution runs on its input and weights padded from 3 to 4
+  // channels of zeros. The parameter stays 3 channels (state dict, optimizer, parameter count);
+  // the zero channel adds exact zeros, so the model computes the same function.
+  void set_stem_padded(bool on) { pad_stem_ = on; }
+  bool stem_padded() const { return pad_stem_; }
 
  private:
+  torch::Tensor stem(const torch::Tensor& x);
+
   std::shared_ptr<batch_norm_ops> ops_ = unfused_batch_norm_ops();
+  bool pad_stem_ = false;
   torch::nn::Conv2d conv1{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};

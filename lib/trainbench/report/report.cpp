@@ -64,6 +64,7 @@ json effective_json(const effective_settings& e) {
           {"copy_stream", e.copy_stream},
           {"cuda_graph", e.cuda_graph},
           {"compile", e.compile},
+          {"pad_stem", e.pad_stem},
           {"cudnn_benchmark", e.cudnn_benchmark},
           {"tf32", e.tf32},
           {"amp", e.amp},

@@ -190,6 +190,7 @@ struct effective_settings {
   // backend.compile: each of its parts that ran ("channels_last", the batch-norm fusions built
   // for this device, "fused_sgd", "cuda_graph"); a part that could not run is in the notes.
   std::vector<std::string> compile;
+  bool pad_stem = false;  // backend.pad_stem ran: the stem convolution on 4 channels
   bool cudnn_benchmark = false;
   bool tf32 = false;
   std::string amp = "off";
