@@ -201,17 +201,26 @@ struct nvjpeg_session {
   nvjpegJpegStream_t parsed = nullptr;
   std::vector<std::vector<nvjpegDecodeParams_t>> params;  // per state: one per image of its batch
   unsigned int flags = 0;  // what the handle was made with
-  std::string flags_refused;  // the flags asked for, where nvjpegCreateEx refused them (made without)
+  unsigned int refused = 0;   // the flags asked for that it was made without: nvjpegCreateEx refused them
+  std::string flags_refused;  // nvjpegCreateEx's answers to those, for the log
   // Per state: nvjpegDecodeBatchedPreAllocate was called for it (once).
   std::vector<std::uint8_t> preallocated;
+  // Where it was made: nvJPEG binds handles and states to the device current at their creation.
+  c10::DeviceIndex device = -1;
   nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, unsigned int wanted_flags, int state_count = 1)
-      : api(a) {
+      : api(a), device(c10::cuda::current_device()) {
     flags = wanted_flags;
     nvjpegStatus_t made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
-    if (made != NVJPEG_STATUS_SUCCESS && flags != 0) {
-      flags_refused = "flags " + std::to_string(flags) + ": " + status_text(made);
-      flags = 0;
-      made = api->create_ex(backend, nullptr, nullptr, 0, &handle);
+    // The flags are independent bits: where the handle is refused with them, each is dropped in
+    // turn, the diagnosis first, so a refused diagnosis does not cost the run its interpolation.
+    for (const unsigned int bit : {unsigned{NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE},
+                                   unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION}}) {
+      if (made == NVJPEG_STATUS_SUCCESS || (flags & bit) == 0) continue;
+      flags_refused += (flags_refused.empty() ? "" : "; ") + std::string("flags ") + std::to_string(flags) + ": " +
+                       status_text(made);
+      refused |= bit;
+      flags &= ~bit;
+      made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
     }
     if (made != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
@@ -249,13 +258,13 @@ struct nvjpeg_session {
   // them inside batched calls as image sizes change (NVIDIA documents that cost; a cudaFree waits
   // for the whole device). The frame size is a 1x1 hint, as theirs is by default: the pool grows
   // to the images met, and no hint sizes memory outside the caching allocator for the largest
-  // file. False where nvJPEG refuses; its calls then allocate as they need.
-  bool preallocate(std::size_t k, int count) {
-    if (preallocated[k]) return true;
-    if (api->preallocate(handle, states[k], count, 1, 1, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI) != NVJPEG_STATUS_SUCCESS)
-      return false;
-    preallocated[k] = 1;
-    return true;
+  // file. `count` is the most images a batched call on it will take (NVIDIA: a value unlikely to be
+  // exceeded). nvJPEG's status: where it refuses, its calls allocate as they need.
+  nvjpegStatus_t preallocate(std::size_t k, int count) {
+    if (preallocated[k]) return NVJPEG_STATUS_SUCCESS;
+    const nvjpegStatus_t s = api->preallocate(handle, states[k], count, 1, 1, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+    if (s == NVJPEG_STATUS_SUCCESS) preallocated[k] = 1;
+    return s;
   }
   // At least `count` decode parameters for RGBI output for state k, made as the batch grows (a
   // handful per run). Each state has its own, untouched while its batch may be queued: nvJPEG
@@ -271,6 +280,9 @@ struct nvjpeg_session {
     }
   }
   void release() {
+    if (!handle) return;
+    // On their own device, whatever is current when the owner goes (as event_pool's events).
+    c10::cuda::CUDAGuard guard(device);
     for (const auto& mine : params)
       for (nvjpegDecodeParams_t p : mine) api->params_destroy(p);
     params.clear();
@@ -692,7 +704,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const int count = static_cast<int>(members.size());
     batch_state_ = take_state();
     batch_used_state_ = true;
-    if (preallocate_) preallocate_state(members);
+    if (preallocate_) preallocate_state(static_cast<int>(routes.size()));  // every image of the batch at most
     const bool with_regions = regions_ && reserve_params(members.size());
     // Host work only, so before the wait: the engines may still be decoding the batch before.
     const std::int64_t smaller = with_regions ? ask_regions(e, members) : 0;
@@ -765,12 +777,16 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   // The state this batch's call takes, preallocated on its first batch (nvjpeg_session::
-  // preallocate). Where nvJPEG refuses, the run goes on without.
-  void preallocate_state(const std::vector<std::int64_t>& members) {
-    if (hardware_->preallocate(batch_state_, static_cast<int>(members.size()))) return;
+  // preallocate) for the batch's size, the most its calls take. Where nvJPEG refuses, the run goes
+  // on without; a fatal status (an allocation, the device) is a run error, as for every call.
+  void preallocate_state(int batch_images) {
+    const nvjpegStatus_t s = hardware_->preallocate(batch_state_, batch_images);
+    if (s == NVJPEG_STATUS_SUCCESS) return;
+    if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
+      throw run_error("nvjpeg", "nvjpegDecodeBatchedPreAllocate failed: " + status_text(s));
     preallocate_ = false;
-    log_info("nvjpeg: nvjpegDecodeBatchedPreAllocate refused a batch of " + std::to_string(members.size()) +
-             "; the engines' calls make their own buffers as they need");
+    log_info("nvjpeg: nvjpegDecodeBatchedPreAllocate refused a batch of " + std::to_string(batch_images) + " (" +
+             status_text(s) + "); the engines' calls make their own buffers as they need");
   }
 
   // Whether the engines took a whole-image call of `count` images (counted), or refused it
@@ -960,11 +976,17 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   // nvjpegCreateEx may refuse a flag that this libnvjpeg's version has (handle_flags); the
   // handle is then made without it, and the pixels differ from the host path's.
   void warn_flags_refused() const {
-    for (const nvjpeg_session* session : {hardware_.get(), general_.get()})
-      if (session && !session->flags_refused.empty())
+    for (const nvjpeg_session* session : {hardware_.get(), general_.get()}) {
+      if (!session) continue;
+      if ((session->refused & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
         log_warn("nvjpeg: chroma is upsampled by repetition, unlike the host path's interpolation, along colour "
                  "edges of 4:2:0 and 4:2:2 files: nvjpegCreateEx refused " +
                  session->flags_refused);
+      if ((session->refused & NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE) != 0)
+        log_warn("nvjpeg: TRAINBENCH_NVJPEG_HW_NO_PIPELINE is not in effect, the engines stay pipelined: "
+                 "nvjpegCreateEx refused " +
+                 session->flags_refused);
+    }
   }
 
   // What each handle was made with: the engines' and the general backend's may differ where
@@ -973,9 +995,10 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     const auto of = [this](const nvjpeg_session& session) -> std::string {
       if ((session.flags & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
         return "chroma interpolated as libjpeg-turbo does";
+      if ((session.refused & NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION) != 0)
+        return "chroma repeated (nvjpegCreateEx refused interpolation)";
       if (!options_.interpolated_chroma) return "chroma repeated (interpolation off)";
-      return session.flags_refused.empty() ? "chroma repeated (this libnvjpeg has no interpolation)"
-                                           : "chroma repeated (nvjpegCreateEx refused interpolation)";
+      return "chroma repeated (this libnvjpeg has no interpolation)";
     };
     const std::string general = of(*general_);
     const std::string unpipelined =
