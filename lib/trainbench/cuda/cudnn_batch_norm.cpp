@@ -14,9 +14,11 @@
 #if TRAINBENCH_HAVE_CUDNN_FRONTEND
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cudnn/Handle.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 #include <torch/autograd.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>  // setenv
 
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
+#include "trainbench/model/cudnn_refusal.hpp"
 #include "trainbench/util/log.hpp"
 
 #include <functional>
@@ -51,9 +54,12 @@ void load_cudnn() {
   static const std::string failed = [] {
     // The frontend opens a CUDA runtime of its own by name: without this, the first of
     // libcudart.so.12 and .13 the loader finds, so a host with both gives it a second runtime with
-    // its own current device. Torch's is 13; glibc hands back the copy torch loaded. A name the
-    // user set wins.
-    ::setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", "libcudart.so.13", 0);
+    // its own current device. It is given the file of the runtime this process runs (the one
+    // torch loaded: the binary links the same soname), which dlopen hands back as loaded. A name
+    // the user set wins.
+    Dl_info runtime{};
+    const bool found = dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &runtime) != 0 && runtime.dli_fname;
+    ::setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", found ? runtime.dli_fname : "libcudart.so.13", 0);
     void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
     if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW);
     if (!h) return std::string("cannot load libcudnn.so.9: ") + dlerror();
@@ -87,13 +93,16 @@ struct cudnn_refused : std::runtime_error {
 // that builds), rather than a failure of this process (memory, the driver, a bug of ours). The
 // frontend folds a failed plan build into GRAPH_EXECUTION_PLAN_CREATION_FAILED, and a backend
 // call's failure into CUDNN_BACKEND_API_FAILED, each with cuDNN's status in the message
-// ("... cudnn_status: CUDNN_STATUS_...", "... and code: CUDNN_STATUS_..."): allocation and
-// execution failures there are no refusal whatever the code, nor are the statuses that name a
-// wrong pointer or stream.
+// ("... cudnn_status: CUDNN_STATUS_...", "... and code: CUDNN_STATUS_..."): where statuses are
+// named, every one must decline (model/cudnn_refusal.hpp, the Ex call's rule too). Where none is
+// (the engine search reports only "No valid engine configs"), the frontend's code decides, and
+// graph_cache::refusal builds once more before it believes it.
 bool is_refusal(const fe::error_t& status) {
   const std::string& m = status.err_msg;
   const auto says = [&m](const char* what) { return m.find(what) != std::string::npos; };
   if (says("ALLOCATION_FAILED") || says("EXECUTION_FAILED") || says("out of memory")) return false;
+  const cudnn_status_names named = judge_cudnn_status_names(m);
+  if (named == cudnn_status_names::failure) return false;
   using code = fe::error_code_t;
   switch (status.code) {
     case code::GRAPH_NOT_SUPPORTED:
@@ -106,8 +115,7 @@ bool is_refusal(const fe::error_t& status) {
     case code::NVRTC_COMPILATION_FAILED:  // a runtime-fusion engine this host cannot compile
       return true;
     case code::CUDNN_BACKEND_API_FAILED:
-      if (says("NULL_POINTER") || says("MISALIGNED_POINTER") || says("STREAM_MISMATCH")) return false;
-      return says("NOT_SUPPORTED") || says("BAD_PARAM");
+      return named == cudnn_status_names::decline;
     default:
       return false;
   }
@@ -329,12 +337,13 @@ class graph_cache {
       if (it != decided_.end()) return it->second;
     }
     not_capturing(k);
-    std::string why;
-    try {
-      forward(k);
-      backward(backward_key(k));
-    } catch (const cudnn_refused& e) {
-      why = first_line(e.what());
+    std::string why = build(k);
+    if (!why.empty()) {
+      // cuDNN's refusal of a shape is the same every time; a failure inside its engine search (an
+      // allocation there) can read as one, with no status named. So with the caching allocator's
+      // free blocks given back, the graphs are built once more, and only a second refusal counts.
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      why = build(k);
     }
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto [it, added] = decided_.emplace(shape, why);
@@ -345,6 +354,17 @@ class graph_cache {
   }
 
  private:
+  // "" where both of k's graphs build, else cuDNN's refusal; any other error goes on up.
+  std::string build(const graph_key& k) {
+    try {
+      forward(k);
+      backward(backward_key(k));
+      return std::string();
+    } catch (const cudnn_refused& e) {
+      return first_line(e.what());
+    }
+  }
+
   static void not_capturing(const graph_key& k) {
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) return;
     throw std::runtime_error("fused batch norm: a new shape " + shape_text(k) +
@@ -353,6 +373,7 @@ class graph_cache {
 
   template <class G, class Make>
   const G& get(std::map<graph_key, std::unique_ptr<G>>& cache, const graph_key& k, Make make) {
+    load_cudnn();  // before the frontend's first call, whichever entry point comes first
     const std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache.find(k);
     if (it != cache.end()) return *it->second;

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/cudnn_refusal.hpp"
 #include "trainbench/util/log.hpp"
 
 // cuDNN 9 marks the batch-norm Ex calls and their descriptors deprecated (the graph API replaces
@@ -100,13 +101,13 @@ struct ex_refused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-bool is_refusal(cudnnStatus_t s) {
-  const int code = static_cast<int>(s);
-  return code == CUDNN_STATUS_BAD_PARAM ||
-         (code >= CUDNN_STATUS_NOT_SUPPORTED && code <= CUDNN_STATUS_NOT_SUPPORTED_LAYOUT) ||
-         (code >= CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT &&
-          code <= CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM);
-}
+bool is_refusal(cudnnStatus_t s) { return cudnn_status_declines(static_cast<int>(s)); }
+// model/cudnn_refusal.cpp keeps cuDNN 9's numbers without its header: they must be this header's.
+static_assert(CUDNN_STATUS_BAD_PARAM == 2000 && CUDNN_STATUS_NOT_SUPPORTED == 3000 &&
+                  CUDNN_STATUS_NOT_SUPPORTED_LAYOUT == 3004 &&
+                  CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT == 3010 &&
+                  CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM == 3012,
+              "cuDNN's status codes moved: update model/cudnn_refusal.cpp");
 
 void check(cudnnStatus_t s, const char* call) {
   if (s == CUDNN_STATUS_SUCCESS) return;
