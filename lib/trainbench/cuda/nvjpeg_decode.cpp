@@ -209,19 +209,24 @@ struct nvjpeg_session {
   c10::DeviceIndex device = -1;
   nvjpeg_session(const nvjpeg_api* a, nvjpegBackend_t backend, unsigned int wanted_flags, int state_count = 1)
       : api(a), device(c10::cuda::current_device()) {
-    flags = wanted_flags;
-    nvjpegStatus_t made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
-    // The flags are independent bits: where the handle is refused with them, each is dropped in
-    // turn, the diagnosis first, so a refused diagnosis does not cost the run its interpolation.
-    for (const unsigned int bit : {unsigned{NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE},
-                                   unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION}}) {
-      if (made == NVJPEG_STATUS_SUCCESS || (flags & bit) == 0) continue;
+    // The flags are independent bits: where the handle is refused with all of them, fewer are
+    // tried, the diagnosis dropped first, then the interpolation, then both; so one refused flag
+    // does not cost the run the other. `refused` holds what the handle was made without.
+    const unsigned int diagnosis = NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
+    const unsigned int interpolation = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+    nvjpegStatus_t made = NVJPEG_STATUS_NOT_INITIALIZED;
+    std::vector<unsigned int> tried;
+    for (const unsigned int set : {wanted_flags, wanted_flags & ~diagnosis, wanted_flags & ~interpolation,
+                                   wanted_flags & ~(diagnosis | interpolation)}) {
+      if (std::find(tried.begin(), tried.end(), set) != tried.end()) continue;
+      tried.push_back(set);
+      flags = set;
+      made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
+      if (made == NVJPEG_STATUS_SUCCESS) break;
       flags_refused += (flags_refused.empty() ? "" : "; ") + std::string("flags ") + std::to_string(flags) + ": " +
                        status_text(made);
-      refused |= bit;
-      flags &= ~bit;
-      made = api->create_ex(backend, nullptr, nullptr, flags, &handle);
     }
+    refused = made == NVJPEG_STATUS_SUCCESS ? wanted_flags & ~flags : 0;
     if (made != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
       return;
@@ -777,12 +782,15 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
   }
 
   // The state this batch's call takes, preallocated on its first batch (nvjpeg_session::
-  // preallocate) for the batch's size, the most its calls take. Where nvJPEG refuses, the run goes
-  // on without; a fatal status (an allocation, the device) is a run error, as for every call.
+  // preallocate) for the batch's size, the most its calls take. Where nvJPEG turns the call down
+  // (a parameter or backend it does not take), the run goes on without; an allocation or the
+  // device failing is a run error, as in every call. Not classify_nvjpeg_status: that table is for
+  // a decode call's statuses, and this call reads no file.
   void preallocate_state(int batch_images) {
     const nvjpegStatus_t s = hardware_->preallocate(batch_state_, batch_images);
     if (s == NVJPEG_STATUS_SUCCESS) return;
-    if (classify_nvjpeg_status(static_cast<int>(s)) == nvjpeg_outcome::fatal)
+    if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE || s == NVJPEG_STATUS_EXECUTION_FAILED ||
+        s == NVJPEG_STATUS_INTERNAL_ERROR)
       throw run_error("nvjpeg", "nvjpegDecodeBatchedPreAllocate failed: " + status_text(s));
     preallocate_ = false;
     log_info("nvjpeg: nvjpegDecodeBatchedPreAllocate refused a batch of " + std::to_string(batch_images) + " (" +
