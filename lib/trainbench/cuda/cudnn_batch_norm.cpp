@@ -18,12 +18,12 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 #include <torch/autograd.h>
 
 #include <dlfcn.h>
+#include <link.h>    // link_map, for dlinfo
 #include <stdlib.h>  // setenv
 
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
@@ -54,12 +54,17 @@ void load_cudnn() {
   static const std::string failed = [] {
     // The frontend opens a CUDA runtime of its own by name: without this, the first of
     // libcudart.so.12 and .13 the loader finds, so a host with both gives it a second runtime with
-    // its own current device. It is given the file of the runtime this process runs (the one
-    // torch loaded: the binary links the same soname), which dlopen hands back as loaded. A name
-    // the user set wins.
-    Dl_info runtime{};
-    const bool found = dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &runtime) != 0 && runtime.dli_fname;
-    ::setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", found ? runtime.dli_fname : "libcudart.so.13", 0);
+    // its own current device. It is given the file of the runtime this process has loaded (torch's
+    // soname, which the binary links too), asked of the loader by soname: dladdr of one of its
+    // functions would name the executable's PLT stub in a build without PIE. A name the user set wins.
+    std::string runtime = "libcudart.so.13";
+    if (void* loaded = dlopen(runtime.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      link_map* map = nullptr;
+      if (dlinfo(loaded, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0] == '/')
+        runtime = map->l_name;
+      dlclose(loaded);
+    }
+    ::setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", runtime.c_str(), 0);
     void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
     if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW);
     if (!h) return std::string("cannot load libcudnn.so.9: ") + dlerror();
@@ -86,7 +91,8 @@ fe::DataType_t fe_type(at::ScalarType t) {
 // What cuDNN answers when it does not take a graph: only this is remembered as a shape's refusal
 // (graph_cache::refusal); any other error (out of memory, a driver error) goes on up.
 struct cudnn_refused : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  cudnn_refused(const std::string& what, bool named) : std::runtime_error(what), named_status(named) {}
+  bool named_status;  // cuDNN named a declining status; else only the frontend's code says so
 };
 
 // Whether a frontend error is cuDNN declining the graph (its pattern, shape, dtype, or no engine
@@ -125,7 +131,8 @@ bool is_refusal(const fe::error_t& status) {
 void check(fe::error_t status, const char* what) {
   if (!status.is_bad()) return;
   const std::string text = std::string("cuDNN ") + what + ": " + status.get_message();
-  if (is_refusal(status)) throw cudnn_refused(text);
+  if (is_refusal(status))
+    throw cudnn_refused(text, judge_cudnn_status_names(status.err_msg) == cudnn_status_names::decline);
   throw std::runtime_error(text);
 }
 
@@ -337,13 +344,15 @@ class graph_cache {
       if (it != decided_.end()) return it->second;
     }
     not_capturing(k);
-    std::string why = build(k);
-    if (!why.empty()) {
+    bool named = false;
+    std::string why = build(k, named);
+    if (!why.empty() && !named) {
       // cuDNN's refusal of a shape is the same every time; a failure inside its engine search (an
       // allocation there) can read as one, with no status named. So with the caching allocator's
       // free blocks given back, the graphs are built once more, and only a second refusal counts.
+      // (emptyCache waits for the device: a cost only a refusal without a status pays.)
       c10::cuda::CUDACachingAllocator::emptyCache();
-      why = build(k);
+      why = build(k, named);
     }
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto [it, added] = decided_.emplace(shape, why);
@@ -354,13 +363,15 @@ class graph_cache {
   }
 
  private:
-  // "" where both of k's graphs build, else cuDNN's refusal; any other error goes on up.
-  std::string build(const graph_key& k) {
+  // "" where both of k's graphs build, else cuDNN's refusal (`named`: with a declining status
+  // named); any other error goes on up.
+  std::string build(const graph_key& k, bool& named) {
     try {
       forward(k);
       backward(backward_key(k));
       return std::string();
     } catch (const cudnn_refused& e) {
+      named = e.named_status;
       return first_line(e.what());
     }
   }
