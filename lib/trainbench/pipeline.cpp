@@ -226,6 +226,11 @@ step_options make_step_options(const profile& p, c10::Device device) {
   return so;
 }
 
+// backend.pad_stem runs where the rules find it effective: the model, and the search sizing it.
+bool pads_stem(const profile& p, bool on_cuda, const std::string& device) {
+  return p.backend.pad_stem && takes_effect(p, device_kind{on_cuda, device, true}, "backend.pad_stem");
+}
+
 // The search sizes the step the run will take: with a graph only where the run captures one.
 batch_search_request search_request(const profile& p, c10::Device device, bool graph) {
   batch_search_request r;
@@ -235,6 +240,7 @@ batch_search_request search_request(const profile& p, c10::Device device, bool g
   r.image_size = p.data.image_size;
   r.channels_last = p.model.channels_last;
   r.cuda_graph = graph;
+  r.pad_stem = pads_stem(p, true, device.str());
   r.input_buffers = p.transfer.copy_stream ? p.transfer.depth : 1;
   r.step = make_step_options(p, device);
   return r;
@@ -382,7 +388,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
   if (o.with_step) {
     resnet model = make_model(p, device, e);
     parameters = parameter_count(*model);
-    if (p.backend.pad_stem && takes_effect(p, device_kind{on_cuda, e.device, true}, "backend.pad_stem")) {
+    if (pads_stem(p, on_cuda, e.device)) {
       model->set_stem_padded(true);
       e.pad_stem = true;
     }

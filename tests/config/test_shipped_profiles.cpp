@@ -165,7 +165,7 @@ TEST_CASE("backend.fused_batch_norm is judged ineffective without compile, off C
   CHECK(r.output.find("auto, graph, ex") != std::string::npos);
 }
 
-TEST_CASE("backend.pad_stem takes effect on CUDA with NHWC and 16-bit autocast only, and says why elsewhere") {
+TEST_CASE("backend.pad_stem takes effect on CUDA with NHWC and tensor-core dtypes only, and says why elsewhere") {
   profile p;
   p.backend.pad_stem = true;
   auto whys = [](const profile& q, const device_kind& d) {
@@ -175,10 +175,13 @@ TEST_CASE("backend.pad_stem takes effect on CUDA with NHWC and 16-bit autocast o
     return all;
   };
   const device_kind gpu{true, "cuda:0", true}, cpu{false, "cpu", true};
-  CHECK_THAT(whys(p, gpu), Catch::Contains("NHWC") && Catch::Contains("16-bit"));
+  CHECK_THAT(whys(p, gpu), Catch::Contains("NHWC") && Catch::Contains("tensor-core"));
   CHECK_FALSE(takes_effect(p, gpu, "backend.pad_stem"));
   p.backend.compile = true;  // NHWC, whatever model.channels_last says
-  CHECK_THAT(whys(p, gpu), !Catch::Contains("NHWC") && Catch::Contains("train.amp: fp16 or bf16"));
+  CHECK_THAT(whys(p, gpu), !Catch::Contains("NHWC") && Catch::Contains("backend.tf32"));
+  p.backend.tf32 = true;  // fp32 on TF32 tensor cores
+  CHECK(takes_effect(p, gpu, "backend.pad_stem"));
+  p.backend.tf32 = false;
   for (const auto amp : {amp_mode::fp16, amp_mode::bf16}) {
     p.train.amp = amp;
     CHECK(whys(p, gpu).empty());

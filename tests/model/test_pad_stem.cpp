@@ -2,6 +2,7 @@
 // padded channel adds exact zeros), it really runs a 4-channel convolution, and a run off CUDA
 // reports the switch ineffective. Its speed is for a GPU: tests/gpu/test_gpu_compile.cpp.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <torch/optim/sgd.h>
 
@@ -94,32 +95,93 @@ TEST_CASE("the padded stem trains as the model's own stem: loss, gradients, weig
   }
 }
 
+namespace {
+
+// What the first convolution of a forward gets: input and weight channels, the input's dtype and
+// whether it is NHWC.
+struct stem_call {
+  std::int64_t input_channels = 0, weight_channels = 0;
+  at::ScalarType dtype = at::kFloat;
+  bool nhwc = false;
+  std::size_t convolutions = 0;  // in the whole forward
+  std::size_t padded_batch_casts = 0;  // dtype casts of a 4-channel tensor of the batch's N
+};
+
+stem_call first_convolution(resnet& m, const at::Tensor& x) {
+  static thread_local std::vector<stem_call> seen;
+  static thread_local std::vector<std::vector<std::int64_t>> casts;  // the shapes autocast or .to() cast
+  seen.clear();
+  casts.clear();
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string(fn.name()) == "aten::_to_copy") casts.push_back(fn.inputs()[0].toTensor().sizes().vec());
+        if (std::string(fn.name()) == "aten::convolution") {
+          const at::Tensor in = fn.inputs()[0].toTensor(), w = fn.inputs()[1].toTensor();
+          seen.push_back({in.size(1), w.size(1), in.scalar_type(),
+                          in.is_contiguous(at::MemoryFormat::ChannelsLast) && !in.is_contiguous()});
+        }
+        return nullptr;
+      }).needsInputs(true));
+  {
+    at::NoGradGuard no_grad;
+    m->forward(x);
+  }
+  at::removeCallback(handle);
+  REQUIRE_FALSE(seen.empty());
+  stem_call first = seen.front();
+  first.convolutions = seen.size();
+  for (const auto& s : casts) first.padded_batch_casts += s.size() == 4 && s[0] == x.size(0) && s[1] == 4 ? 1 : 0;
+  for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i].input_channels >= 64);  // the rest is the model's
+  return first;
+}
+
+}  // namespace
+
 TEST_CASE("the padded stem runs a convolution on 4 channels of input and weights, the plain one on 3") {
   auto [padded, plain] = twins(at::MemoryFormat::ChannelsLast);
-  for (resnet* m : {&padded, &plain}) {
-    const bool pad = (*m)->stem_padded();
-    INFO((pad ? "padded" : "plain"));
-    // The input and weight channels of every convolution the forward runs, in call order.
-    static thread_local std::vector<std::pair<std::int64_t, std::int64_t>> seen;
-    seen.clear();
-    const auto handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          if (std::string(fn.name()) == "aten::convolution") {
-            const auto in = fn.inputs();
-            seen.emplace_back(in[0].toTensor().size(1), in[1].toTensor().size(1));
-          }
-          return nullptr;
-        }).needsInputs(true));
-    {
-      at::NoGradGuard no_grad;
-      (*m)->forward(at::randn({2, 3, 32, 32}, at::kDouble).contiguous(at::MemoryFormat::ChannelsLast));
-    }
-    at::removeCallback(handle);
-    REQUIRE_FALSE(seen.empty());
-    CHECK(seen.front().first == (pad ? 4 : 3));
-    CHECK(seen.front().second == (pad ? 4 : 3));
-    for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i].first >= 64);  // the rest is the model's
+  const at::Tensor x = at::randn({2, 3, 32, 32}, at::kDouble).contiguous(at::MemoryFormat::ChannelsLast);
+  const stem_call p = first_convolution(padded, x), q = first_convolution(plain, x);
+  CHECK(p.input_channels == 4);
+  CHECK(p.weight_channels == 4);
+  CHECK(q.input_channels == 3);
+  CHECK(q.weight_channels == 3);
+  CHECK(p.nhwc);  // the padded copy keeps the batch's layout
+  CHECK(p.convolutions == q.convolutions);
+}
+
+TEST_CASE("under autocast the padded stem casts the batch into its padded copy: the convolution gets bf16 on 4 channels") {
+  at::manual_seed(5);
+  resnet padded = make_resnet("resnet18", 10), plain = make_resnet("resnet18", 10);
+  {
+    at::NoGradGuard no_grad;
+    auto a = padded->parameters(), b = plain->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
   }
+  padded->set_stem_padded(true);
+  padded->eval();
+  plain->eval();
+  const at::Tensor x = at::randn({2, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast);
+  const bool was = at::autocast::is_autocast_enabled(at::kCPU);
+  const at::ScalarType was_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const stem_call p = first_convolution(padded, x);
+  at::Tensor out_padded, out_plain;
+  {
+    at::NoGradGuard no_grad;
+    out_padded = padded->forward(x).to(at::kFloat);
+    out_plain = plain->forward(x).to(at::kFloat);
+  }
+  at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(at::kCPU, was);
+  at::autocast::set_autocast_dtype(at::kCPU, was_dtype);
+  CHECK(p.input_channels == 4);
+  CHECK(p.dtype == at::kBFloat16);
+  CHECK(p.nhwc);
+  CHECK(p.padded_batch_casts == 0);  // the batch was cast as it was copied, not padded in float and cast again
+  // The same bf16 batch either way (the cast rounds as autocast's does); the convolutions may sum
+  // in another order, so the logits agree to bf16's precision, not bit for bit.
+  CHECK(relative(out_padded, out_plain) < 2e-2);
 }
 
 TEST_CASE("run with backend.pad_stem on the CPU: the switch is reported ineffective, and --strict refuses it") {

@@ -63,11 +63,13 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
                 std::string("trainbench takes cuDNN's batch-norm Ex call for fp16 activations only (train.amp: ") +
                     to_string(p.train.amp) + ")");
   if (device.cuda) {
-    // The stem is padded for cuDNN's 16-bit NHWC kernels; in NCHW cuDNN lays the input out itself.
+    // The stem is padded for cuDNN's tensor-core NHWC kernels (NVIDIA: channels a multiple of 8 in
+    // fp16, of 4 in TF32, 4 enough at stride 2); in NCHW cuDNN pads the input itself.
     ineffective(p.backend.pad_stem && !p.model.channels_last && !p.backend.compile, "backend.pad_stem",
                 "the 4th channel is for cuDNN's NHWC kernels; set model.channels_last (or backend.compile)");
-    ineffective(p.backend.pad_stem && p.train.amp == amp_mode::off, "backend.pad_stem",
-                "the 4th channel is for cuDNN's 16-bit kernels; set train.amp: fp16 or bf16");
+    ineffective(p.backend.pad_stem && p.train.amp == amp_mode::off && !p.backend.tf32, "backend.pad_stem",
+                "the 4th channel is for cuDNN's tensor-core kernels, and fp32 without TF32 runs none; set "
+                "train.amp (fp16, bf16) or backend.tf32");
   }
   const bool nvjpeg = folder && p.data.decode == decode_place::device && device.cuda && device.device_decode;
   ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",

@@ -33,6 +33,7 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
       for (auto& p : model->parameters())
         if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
     model->train();
+    model->set_stem_padded(r.pad_stem);
     const std::vector<std::int64_t> shape{batch, 3, r.image_size, r.image_size};
     auto step = r.cuda_graph ? make_graph_step(model, r.step, shape, r.channels_last) : make_eager_step(model, r.step);
     auto opts = at::TensorOptions().device(r.device);

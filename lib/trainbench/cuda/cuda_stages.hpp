@@ -74,6 +74,7 @@ struct batch_search_request {
   int image_size = 224;
   bool channels_last = false;
   bool cuda_graph = false;
+  bool pad_stem = false;  // the model's stem on 4 channels (backend.pad_stem, where it takes effect)
   int input_buffers = 1;  // device batch buffers the transfer stage will hold
   step_options step;
 };

@@ -1,5 +1,6 @@
 #include "trainbench/model/resnet.hpp"
 
+#include <ATen/autocast_mode.h>
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/init.h>
 
@@ -160,11 +161,20 @@ void resnet_impl::set_batch_norm_ops(const std::shared_ptr<batch_norm_ops>& ops)
 
 // The padded channel is zeros in the input and in the weights, so it adds exact zeros to every
 // output, and the weights' gradient reaches only the three real channels (the pad's backward is a
-// slice). Both pads keep their operand's memory format: cuDNN's NHWC kernels need it.
+// slice). The batch is written into its padded copy in the dtype autocast gives the convolution
+// (a float batch is cast on the way, not padded in float and cast again), in its memory format:
+// cuDNN's NHWC kernels need it. The weight is small; autocast casts its padded copy.
 torch::Tensor resnet_impl::stem(const torch::Tensor& x) {
   if (!pad_stem_) return conv1(x);
+  const c10::DeviceType where = x.device().type();
+  const bool cast = at::autocast::is_autocast_enabled(where) && at::isFloatingType(x.scalar_type());
+  at::Tensor x4 = at::empty({x.size(0), 4, x.size(2), x.size(3)},
+                            x.options()
+                                .dtype(cast ? at::autocast::get_autocast_dtype(where) : x.scalar_type())
+                                .memory_format(x.suggest_memory_format()));
+  x4.narrow(1, 3, 1).zero_();
+  x4.narrow(1, 0, 3).copy_(x);
   const at::Tensor& w = conv1->weight;
-  const at::Tensor x4 = at::constant_pad_nd(x, {0, 0, 0, 0, 0, 1}).contiguous(x.suggest_memory_format());
   const at::Tensor w4 = at::constant_pad_nd(w, {0, 0, 0, 0, 0, 1}).contiguous(w.suggest_memory_format());
   return at::conv2d(x4, w4, {}, stem_stride, stem_padding);
 }
