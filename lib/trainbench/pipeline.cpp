@@ -320,6 +320,7 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
   const c10::Device device = device_for_rank(p, o.launch);
   const bool on_cuda = device.is_cuda();
   if (on_cuda) make_device_current(device);  // before anything allocates, pins or syncs
+  if (p.backend.compile) prepare_fusions(device);  // before the process group's and loader's threads
   e.device = device.str();
   e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
   note_ineffective(p, on_cuda, o.strict, e);

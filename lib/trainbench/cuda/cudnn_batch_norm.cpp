@@ -767,6 +767,13 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device device, at::Sca
   return std::make_shared<cudnn_ops>(indexed(device), dtype, probe);
 }
 
+void prepare_cudnn_batch_norm() noexcept {
+  try {
+    load_cudnn();
+  } catch (const std::exception&) {  // the probe meets it again and says why
+  }
+}
+
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add, bool relu_from_output) {
   TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_refusal: expected N, C, H, W");
@@ -822,6 +829,7 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_bn_
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   throw std::runtime_error(missing);
 }
+void prepare_cudnn_batch_norm() noexcept {}
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
                                      bool) {
   return missing;

@@ -59,6 +59,12 @@ struct cudnn_fusion_probe {
 cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device device, at::ScalarType dtype,
                                           fused_bn_route route = fused_bn_route::automatic);
 
+// Loads cuDNN for the graphs and names, in an environment variable, the CUDA runtime the cuDNN
+// frontend will open. setenv is not safe beside a getenv on another thread (libjpeg-turbo's
+// workers and NCCL read theirs), so the pipeline calls this before it starts any; later calls
+// find it done. A failure here is left for the probe, which reports it.
+void prepare_cudnn_batch_norm() noexcept;
+
 // The fused ops for the fusions the probe passed, with its running-variance correction (the
 // others, and any call they cannot take: another dtype, eval mode, a batch norm that is not
 // fusable, run unfused).

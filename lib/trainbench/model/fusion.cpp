@@ -164,4 +164,8 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
   return out;
 }
 
+void prepare_fusions(c10::Device device) {
+  if (device.is_cuda()) prepare_cudnn_batch_norm();
+}
+
 }  // namespace trainbench

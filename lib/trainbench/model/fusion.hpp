@@ -66,4 +66,9 @@ std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<s
 // its device and in its memory format, before the first step (and so before any CUDA graph capture).
 fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request);
 
+// What fuse_batch_norm will need from the process before any thread starts (cuDNN's frontend
+// reads its CUDA runtime's name from the environment): on a CUDA device, the pipeline calls it
+// first thing with backend.compile.
+void prepare_fusions(c10::Device device);
+
 }  // namespace trainbench
