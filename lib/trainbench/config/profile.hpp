@@ -92,7 +92,7 @@ struct backend_config {
   // fp16 its batch-norm Ex call (auto); or one of them only.
   fused_bn_route fused_batch_norm = fused_bn_route::automatic;
   // The stem convolution's input and weights padded from 3 to 4 channels of zeros, as NVIDIA's
-  // MLPerf ResNet feeds it: cuDNN's 16-bit NHWC kernels want 4 or 8 input channels.
+  // MLPerf ResNet feeds it: cuDNN's tensor-core NHWC kernels want 4 or 8 input channels.
   bool pad_stem = false;
 };
 
