@@ -3,7 +3,6 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_sgd.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/zeros_like.h>
 
 #include <optional>
@@ -30,8 +29,6 @@ fused_sgd::fused_sgd(std::vector<at::Tensor> params, const optimizer_config& cfg
     : params_(std::move(params)), cfg_(cfg) {
   TB_ASSERT(!params_.empty(), "fused SGD needs at least one parameter");
   at::NoGradGuard no_grad;
-  // float32: the CUDA kernel reads the learning rate through a float pointer.
-  lr_ = at::full({}, cfg_.lr, at::TensorOptions().device(params_.front().device()).dtype(at::kFloat));
   // The kernel takes momentum buffers only with momentum > 0 (and asserts momentum == 0 without).
   if (cfg_.momentum != 0)
     for (const auto& p : params_) buffers_.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
@@ -71,7 +68,7 @@ void fused_sgd::step(const at::Tensor& grad_scale, const at::Tensor& found_inf) 
   const auto optional = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
   // is_first_step false: the buffers start at zero, so momentum * 0 + grad is the first step's
   // buffer (torch.optim.SGD's clone of the gradient) without a host decision.
-  at::_fused_sgd_(params, grads, buffers, cfg_.weight_decay, cfg_.momentum, lr_, /*dampening=*/0.0,
+  at::_fused_sgd_(params, grads, buffers, cfg_.weight_decay, cfg_.momentum, cfg_.lr, /*dampening=*/0.0,
                   /*nesterov=*/false, /*maximize=*/false, /*is_first_step=*/false, optional(grad_scale),
                   optional(found_inf));
 }

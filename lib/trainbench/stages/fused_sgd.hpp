@@ -2,9 +2,11 @@
 // backend.compile's optimizer: SGD with momentum and weight decay as ATen's fused multi-tensor
 // kernel (at::_fused_sgd_, what torch.optim.SGD(fused=True) calls), one launch for every
 // parameter on CUDA. Same update as the eager `sgd` (torch.optim.SGD, dampening 0, not Nesterov).
-// Graph-safe: the learning rate is a 0-dim tensor on the parameters' device, the momentum buffers
-// start at zero (so the first step needs no host decision), and an fp16 step is unscaled and
-// skipped inside the kernel (grad_scale, found_inf) instead of by a host branch.
+// Graph-safe: the learning rate is a double, as torch.optim.SGD(fused=True) passes its float lr
+// (the kernel then updates with it unrounded; a captured graph keeps it, and the run's learning
+// rate never changes), the momentum buffers start at zero (so the first step needs no host
+// decision), and an fp16 step is unscaled and skipped inside the kernel (grad_scale, found_inf)
+// instead of by a host branch.
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -25,12 +27,10 @@ class fused_sgd {
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<at::Tensor>& momentum_buffers() const { return buffers_; }
   std::vector<at::Tensor> grads() const;  // the defined ones
-  const at::Tensor& lr() const { return lr_; }
 
  private:
   std::vector<at::Tensor> params_, buffers_;
   optimizer_config cfg_;
-  at::Tensor lr_;
 };
 
 }  // namespace trainbench
