@@ -99,12 +99,20 @@ class cuda_transfer final : public transfer_stage, public copy_lane {
     std::int64_t index, count;
   };
 
+  // The ring's buffers come from the compute stream's pool, whose blocks the caching allocator
+  // hands back as soon as that stream's work is queued (safe for that stream only): a block freed
+  // there may still be read by a queued kernel (the weights' NHWC copies, say). So before its
+  // first write, the copy stream waits once for what the compute stream has queued.
   void allocate_once(const host_batch& batch) {
     if (!images_.empty()) return;
     for (int i = 0; i < depth_; ++i) {
       images_.push_back(at::empty_like(batch.images, at::TensorOptions().device(device_), at::MemoryFormat::Preserve));
       labels_.push_back(at::empty_like(batch.labels, at::TensorOptions().device(device_)));
     }
+    if (!copy_stream_) return;
+    at::cuda::CUDAEvent allocated;
+    allocated.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    allocated.block(*copy_stream_);
   }
 
   c10::Device device_;
