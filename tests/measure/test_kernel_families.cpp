@@ -63,6 +63,17 @@ TEST_CASE("kernel names fall into the families: convolution, normalisation and a
        "at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()"
        "#3}>(...)",
        kernel_family::other},
+      // A parameter's type is not the kernel's family: the fused crop takes a normalizer.
+      {"void trainbench::(anonymous namespace)::fused_crop_kernel<c10::Half>(unsigned char const*, "
+       "trainbench::fused_crop_job const*, c10::Half*, trainbench::fused_crop_normalizer, int, int, int)",
+       kernel_family::other},
+      {"void foo_kernel(cudnn::conv_params, float*)", kernel_family::other},
+      {"void at::native::(anonymous namespace)::upsample_bilinear2d_aa_out_frame<float, float>(int, int, "
+       "at::GenericPackedTensorAccessor<float, 4ul, at::DefaultPtrTraits, long>)",
+       kernel_family::other},
+      // Unbalanced or no parameter list: the whole name is read.
+      {"bn_fw_kernel)", kernel_family::norm_activation},
+      {"relu_kernel(", kernel_family::norm_activation},
   };
   for (const auto& [name, family] : cases) {
     INFO(name);

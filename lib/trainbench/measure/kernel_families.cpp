@@ -30,6 +30,20 @@ bool has_any(const std::string& lower, std::initializer_list<const char*> marker
   return false;
 }
 
+// The name without its parameter list: CUPTI demangles a kernel's parameter types too, and a type
+// there says nothing of what the kernel does (the fused crop takes a `fused_crop_normalizer`,
+// which "_norm" would file with batch norm). The list is the parentheses that close the name;
+// parentheses inside template arguments (a lambda's enclosing function) are balanced and stay.
+std::string without_parameters(const std::string& name) {
+  if (name.empty() || name.back() != ')') return name;
+  int depth = 0;
+  for (std::size_t i = name.size(); i-- > 0;) {
+    if (name[i] == ')') ++depth;
+    if (name[i] == '(' && --depth == 0) return name.substr(0, i);
+  }
+  return name;
+}
+
 }  // namespace
 
 // In this order, the first family with a marker in the name wins:
@@ -42,9 +56,11 @@ bool has_any(const std::string& lower, std::initializer_list<const char*> marker
 //   convolutions;
 // - convolution: cuDNN's and CUTLASS's convolution kernels (forward, data and weight gradients,
 //   implicit GEMM, Winograd) and cuDNN's layout conversions around them;
-// - other: everything else (pooling, the linear layer's GEMM, the loss, casts, copies).
+// - other: everything else (pooling, the linear layer's GEMM, the loss, casts, copies, the
+//   loader's device work: the fused crop, nvJPEG, the device resize).
+// Only the name before its parameter list is read (without_parameters).
 kernel_family classify_kernel(const std::string& name) {
-  std::string n(name);
+  std::string n = without_parameters(name);
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (has_any(n, {"multi_tensor_apply", "fused_sgd", "fusedsgd", "foreach", "amp_update_scale", "non_finite_check"}))
     return kernel_family::optimizer;
