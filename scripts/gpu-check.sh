@@ -525,7 +525,13 @@ if start resnet50; then
     for n in ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem 08-recipe-imagefolder \
                10-compile-imagefolder 07-cuda-graph 05-recipe}; do
       f=$(ls configs/resnet50/$n.yaml configs/resnet50/$n-*.yaml 2>/dev/null | head -1)
-      [ -n "$f" ] && r50_files+=("$f") || echo "resnet50: no profile configs/resnet50/$n: skipped"
+      [ -n "$f" ] || { echo "resnet50: no profile configs/resnet50/$n: skipped"; continue; }
+      # A second call runs only the rungs the first did not finish: the page merges both calls.
+      done_json=${continue_from:+$continue_from/resnet50/$(basename "$f" .yaml).json}
+      if [ -n "$done_json" ] && [ -f "$done_json" ] && grep -q '"status": *"ok"' "$done_json"; then
+        echo "resnet50: $(basename "$f" .yaml) finished in $continue_from: not run again"; continue
+      fi
+      r50_files+=("$f")
     done
   else
     r50_files=(configs/resnet50)

@@ -433,8 +433,18 @@ def last_existing(dirs, *parts):
 
 
 def parts(dirs, name):
-    folder = last_existing(dirs, name)
-    return load(folder) if folder else {}
+    """The reports of one part (a folder name) over the calls, rung by rung: a later call's report
+    of a rung replaces an earlier one unless only the earlier finished (a second call skips the
+    rungs the first finished, and may be cut before others)."""
+    out = {}
+    for d in dirs:
+        folder = os.path.join(d, name)
+        if not os.path.isdir(folder):
+            continue
+        for rung, r in load(folder).items():
+            if rung not in out or median(r) or not median(out[rung]):
+                out[rung] = r
+    return dict(sorted(out.items()))  # in the folder's order, as one call's
 
 
 def decode_reports(dirs):
