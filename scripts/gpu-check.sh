@@ -208,6 +208,39 @@ limited() {
 }
 within() { limited 999999 8 "$@"; }
 
+# The profiles among "$@" (files under configs/) that a second call still has to run: with
+# --continue, those whose report in the first call's PART folder did not end ok. The results page
+# merges both calls rung by rung, so a rung is not measured twice while a later one waits.
+unfinished() {
+  local part=$1; shift
+  if [ -z "${continue_from:-}" ]; then printf '%s\n' "$@"; return; fi
+  $PY - "$continue_from/$part" "$@" <<'PYEOF'
+import json, os, sys
+folder, files = sys.argv[1], sys.argv[2:]
+for f in files:
+    stem = os.path.basename(f)[:-len(".yaml")] if f.endswith(".yaml") else os.path.basename(f)
+    try:
+        done = json.load(open(os.path.join(folder, stem + ".json"))).get("status") == "ok"
+    except (OSError, ValueError, AttributeError):
+        done = False
+    if done:
+        print(f"{os.path.basename(folder)}: {stem} finished in the first call: not run again")
+    else:
+        print(f"run\t{f}")
+PYEOF
+}
+# unfinished's output: the files to run into the array named $1, its other lines to the log.
+keep_unfinished() {
+  local -n into=$1; shift
+  local line
+  into=()
+  while IFS= read -r line; do
+    if [[ "$line" == run$'\t'* ]]; then into+=("${line#run$'\t'}")
+    elif [ -z "${continue_from:-}" ]; then into+=("$line")
+    else echo "$line"; fi
+  done < <(unfinished "$@")
+}
+
 echo "== setup"
 [ $rehearse = 1 ] && echo "rehearsal: the plan is shown, not enforced (a CPU is far slower than the GPU it stands for)"
 print_plan
@@ -434,7 +467,9 @@ PYEOF
 fi
 
 if start ladder; then
-  within $TB ladder configs/ladder --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
+  keep_unfinished ladder_files ladder configs/ladder/*.yaml
+  [ ${#ladder_files[@]} -gt 0 ] &&
+    within $TB ladder "${ladder_files[@]}" --out "$out/ladder" --rounds $rounds --quiet "${sets[@]}"
 fi
 
 if start reference; then
@@ -475,13 +510,17 @@ if start plus; then
   # the goals read, in the ladder's order (02 and 03: fp16 against bf16, eager; 06: the compiled
   # step on the ceiling).
   if ls configs/best/*.yaml > /dev/null 2>&1; then
-    within $TB ladder configs/best --out "$out/best" --rounds $rounds_other --quiet "${sets[@]}"
-    within $TB run -q -c configs/best/00-compile-fp16.yaml --set backend.fused_batch_norm=ex \
-      --processes $rounds_other "${sets[@]}" --out "$out/best/00-compile-fp16-ex.json" || echo "best fp16 ex failed"
+    keep_unfinished best_files best configs/best/*.yaml
+    [ ${#best_files[@]} -gt 0 ] &&
+      within $TB ladder "${best_files[@]}" --out "$out/best" --rounds $rounds_other --quiet "${sets[@]}"
+    keep_unfinished ex_file best 00-compile-fp16-ex
+    [ ${#ex_file[@]} -gt 0 ] &&
+      { within $TB run -q -c configs/best/00-compile-fp16.yaml --set backend.fused_batch_norm=ex \
+          --processes $rounds_other "${sets[@]}" --out "$out/best/00-compile-fp16-ex.json" || echo "best fp16 ex failed"; }
   else
     echo "plus: no configs/best: skipped"
   fi
-  plus_files=(configs/ladder-plus)
+  plus_files=(configs/ladder-plus/*.yaml)
   if [ $quick = 1 ]; then
     plus_files=()
     for n in 02 03 06; do
@@ -489,6 +528,7 @@ if start plus; then
       [ -n "$f" ] && plus_files+=("$f") || echo "plus: no profile configs/ladder-plus/$n-*: skipped"
     done
   fi
+  keep_unfinished plus_files ladder-plus "${plus_files[@]}"
   [ ${#plus_files[@]} -gt 0 ] &&
     within $TB ladder "${plus_files[@]}" --out "$out/ladder-plus" --rounds $rounds_other --quiet "${sets[@]}"
 fi
@@ -525,17 +565,12 @@ if start resnet50; then
     for n in ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem 08-recipe-imagefolder \
                10-compile-imagefolder 07-cuda-graph 05-recipe}; do
       f=$(ls configs/resnet50/$n.yaml configs/resnet50/$n-*.yaml 2>/dev/null | head -1)
-      [ -n "$f" ] || { echo "resnet50: no profile configs/resnet50/$n: skipped"; continue; }
-      # A second call runs only the rungs the first did not finish: the page merges both calls.
-      done_json=${continue_from:+$continue_from/resnet50/$(basename "$f" .yaml).json}
-      if [ -n "$done_json" ] && [ -f "$done_json" ] && grep -q '"status": *"ok"' "$done_json"; then
-        echo "resnet50: $(basename "$f" .yaml) finished in $continue_from: not run again"; continue
-      fi
-      r50_files+=("$f")
+      [ -n "$f" ] && r50_files+=("$f") || echo "resnet50: no profile configs/resnet50/$n: skipped"
     done
   else
-    r50_files=(configs/resnet50)
+    r50_files=(configs/resnet50/*.yaml)
   fi
+  keep_unfinished r50_files resnet50 "${r50_files[@]}"
   [ ${#r50_files[@]} -gt 0 ] &&
     within $TB ladder "${r50_files[@]}" --out "$out/resnet50" --rounds $rounds_other --quiet "${r50[@]}"
 fi
@@ -621,7 +656,9 @@ fi
 
 if start imagenet; then
   # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
-  within $TB ladder configs/imagenet --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
+  keep_unfinished imagenet_files imagenet configs/imagenet/*.yaml
+  [ ${#imagenet_files[@]} -gt 0 ] &&
+    within $TB ladder "${imagenet_files[@]}" --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
 fi
 
 if start probe; then

@@ -351,10 +351,11 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
                  if (r.get("effective") or {}).get("amp") == "bf16" and not is_ceiling(r)),
                 (None, "ladder-plus bf16 rung"))
     print(ratio_line("bf16 / fp16 (ladder-plus)", bf16, fp16, 0.95, "within 5%"))
-    by_amp = {(r.get("effective") or {}).get("amp"): (median(r), f"best/{n}{partial(r)}")
-              for n, r in (best or {}).items() if median(r) and not n.endswith("-ex")}
-    print(ratio_line("bf16 / fp16, compiled step (best)", by_amp.get("bf16", (None, "best bf16 rung")),
-                     by_amp.get("fp16", (None, "best fp16 rung")), 0.95, "within 5%"))
+    # The twins that differ in amp alone: best/00 (fp16) and 01 (bf16); 02 and 03 change more.
+    twin = lambda prefix, amp: next(((median(r), f"best/{n}{partial(r)}") for n, r in (best or {}).items()
+                                     if n.startswith(prefix) and not n.endswith("-ex") and median(r)
+                                     and (r.get("effective") or {}).get("amp") == amp), (None, f"best {amp} rung"))
+    print(ratio_line("bf16 / fp16, compiled step (best)", twin("01-", "bf16"), twin("00-", "fp16"), 0.95, "within 5%"))
     fused_routes_line(best or {})
     pad_stem_lines(best or {}, r50)
     dev, host = decode.get("device"), decode.get("host")
