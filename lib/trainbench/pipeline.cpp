@@ -446,6 +446,11 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
     e.step = out.step->describe();
   }
   if (o.with_step && p.measure.kernel_families) {
+    // Told apart by name, the per-parameter SGD's kernels are ATen's elementwise ones.
+    if (!p.backend.compile && !p.train.optimizer.foreach)
+      out.kernels_caveat =
+          "the per-parameter SGD runs ATen's elementwise kernels, so its adds count in norm_activation and its "
+          "multiplies in other, not in optimizer (optimizer.foreach or backend.compile gives it its own)";
     if (!on_cuda)
       out.kernels_not_measured =
           "the device is " + e.device +

@@ -2,8 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "helpers.hpp"
+#include "trainbench/config/profile_io.hpp"
 #include "trainbench/measure/runner.hpp"
 #include "trainbench/model/resnet.hpp"
+#include "trainbench/pipeline.hpp"
 
 using namespace trainbench;
 
@@ -135,4 +138,44 @@ TEST_CASE("stages that add up to more than the batch: the overlap per batch is i
   const auto& o = r.result().stages_overlap_s;
   REQUIRE(o.size() == 8);
   for (double v : o) CHECK(v == Approx(1.5e-3));  // 3 + 1 + 2 + 2 + 1 ms of stages in a 7.5 ms batch
+}
+
+namespace {
+
+// Hands back a measured result of no kernels, as a recorder that saw the window would.
+class fixed_recorder final : public kernel_recorder {
+ public:
+  void start() override {}
+  kernel_family_result stop(int batches) override {
+    kernel_family_result k;
+    k.measured = true;
+    k.source = "test";
+    k.batches = batches;
+    return k;
+  }
+};
+
+}  // namespace
+
+// The families are told apart by kernel name, and the per-parameter SGD's kernels are ATen's
+// elementwise ones: a measured result says so, unless the optimizer runs multi-tensor kernels.
+TEST_CASE("kernel families say where the per-parameter SGD's kernels count, and nothing of it otherwise") {
+  const auto dir = tbtest::scratch("kernels-caveat");
+  const std::string file = tbtest::tiny_profile(dir);
+  for (const std::string set : {"", "train.optimizer.foreach=true", "backend.compile=true"}) {
+    INFO("--set " << set);
+    const profile prof = set.empty() ? load_profile(file).value : load_profile(file, {set}).value;
+    effective_settings e;
+    std::int64_t parameters = 0;
+    pipeline p = build_pipeline(prof, build_options{}, e, parameters);
+    p.kernels = std::make_unique<fixed_recorder>();  // the CPU records none of its own
+    runner r(p, prof.measure);
+    r.run();
+    REQUIRE(r.result().kernel_families);
+    const std::string& source = r.result().kernel_families->source;
+    if (set.empty())
+      CHECK_THAT(source, Catch::StartsWith("test; the per-parameter SGD") && Catch::Contains("norm_activation"));
+    else
+      CHECK(source == "test");
+  }
 }

@@ -80,6 +80,8 @@ void runner::record_kernel_families() {
   for (int i = 0; i < window_batches_; ++i) run_batch(-1);
   try {
     result_.kernel_families = p_.kernels->stop(window_batches_);
+    if (result_.kernel_families->measured && !p_.kernels_caveat.empty())
+      result_.kernel_families->source += "; " + p_.kernels_caveat;
   } catch (const std::exception& e) {
     unavailable(e);
   }

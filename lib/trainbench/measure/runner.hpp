@@ -37,6 +37,8 @@ struct pipeline {
   // measure.kernel_families: null where they cannot be measured, with the reason beside it.
   std::unique_ptr<kernel_recorder> kernels;
   std::string kernels_not_measured;
+  // What the families' names cannot tell apart in this step, added to a measured result's source.
+  std::string kernels_caveat;
   std::int64_t batch_size = 0;
 };
 
