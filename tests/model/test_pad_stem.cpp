@@ -17,13 +17,13 @@ using namespace trainbench;
 
 namespace {
 
-// Two resnet18s with the same weights and statistics, in float64 (no rounding to tell apart), in
-// the memory format given; the first with its stem padded.
-std::pair<resnet, resnet> twins(at::MemoryFormat format) {
+// Two resnet18s with the same weights and statistics, in the memory format and dtype given
+// (float64 by default: no rounding to tell apart), in training mode; the first with its stem padded.
+std::pair<resnet, resnet> twins(at::MemoryFormat format, at::ScalarType dtype = at::kDouble) {
   at::manual_seed(11);
   resnet padded = make_resnet("resnet18", 10), plain = make_resnet("resnet18", 10);
   for (resnet* m : {&padded, &plain}) {
-    (*m)->to(at::kDouble);
+    (*m)->to(dtype);
     (*m)->train();
   }
   at::NoGradGuard no_grad;
@@ -150,14 +150,7 @@ TEST_CASE("the padded stem runs a convolution on 4 channels of input and weights
 }
 
 TEST_CASE("under autocast the padded stem casts the batch into its padded copy: the convolution gets bf16 on 4 channels") {
-  at::manual_seed(5);
-  resnet padded = make_resnet("resnet18", 10), plain = make_resnet("resnet18", 10);
-  {
-    at::NoGradGuard no_grad;
-    auto a = padded->parameters(), b = plain->parameters();
-    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
-  }
-  padded->set_stem_padded(true);
+  auto [padded, plain] = twins(at::MemoryFormat::ChannelsLast, at::kFloat);
   padded->eval();
   plain->eval();
   const at::Tensor x = at::randn({2, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast);
