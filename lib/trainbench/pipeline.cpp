@@ -205,11 +205,7 @@ resnet make_model(const profile& p, c10::Device device, effective_settings& e) {
   resnet model = make_resnet(p.model.arch, p.model.num_classes, p.model.zero_init_residual);
   if (!p.model.weights.empty()) load_weights(*model, p.model.weights);
   model->to(device);
-  if (p.model.channels_last) {
-    // 4-D parameters in NHWC before the optimizer sees them.
-    for (auto& param : model->parameters())
-      if (param.dim() == 4) param.set_data(param.data().contiguous(at::MemoryFormat::ChannelsLast));
-  }
+  if (p.model.channels_last) weights_to_channels_last(*model);  // before the optimizer sees them
   model->train();
   e.channels_last = p.model.channels_last;
   return model;

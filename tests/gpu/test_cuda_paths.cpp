@@ -17,6 +17,7 @@
 #include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
@@ -63,13 +64,7 @@ device_batch batch(int i, std::int64_t n, std::int64_t size) {
 std::pair<resnet, resnet> twins() {
   at::manual_seed(0);
   resnet a = make_resnet("resnet18", 10), b = make_resnet("resnet18", 10);
-  {
-    at::NoGradGuard g;
-    auto pa = a->parameters(), pb = b->parameters();
-    for (std::size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-    auto ba = a->buffers(), bb = b->buffers();
-    for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
-  }
+  tbtest::copy_model_state(a, b);
   a->to(at::kCUDA);
   b->to(at::kCUDA);
   a->train();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "model_twins.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
@@ -144,18 +145,11 @@ at::Tensor probed_call(const cudnn_fusion_check& c, bool plain, torch::nn::Batch
 std::pair<resnet, resnet> twins(const std::string& arch) {
   at::manual_seed(0);
   resnet a = make_resnet(arch, 10), b = make_resnet(arch, 10);
-  {
-    at::NoGradGuard g;
-    auto pa = a->parameters(), pb = b->parameters();
-    for (std::size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-    auto ba = a->buffers(), bb = b->buffers();
-    for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
-  }
+  tbtest::copy_model_state(a, b);
   for (resnet* m : {&a, &b}) {
     (*m)->to(gpu);
     (*m)->train();
-    for (auto& p : (*m)->parameters())
-      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+    weights_to_channels_last(**m);
   }
   return {a, b};
 }

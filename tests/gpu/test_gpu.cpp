@@ -10,6 +10,7 @@
 #include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
@@ -102,14 +103,8 @@ twin_run run_twins(amp_mode amp) {
     (*m)->to(at::kCUDA);
     (*m)->eval();
   }
-  {
-    at::NoGradGuard g;
-    auto pg = graphed->parameters(), pe = eager->parameters(), pc = control->parameters();
-    for (std::size_t i = 0; i < pg.size(); ++i) {
-      pe[i].copy_(pg[i]);
-      pc[i].copy_(pg[i]);
-    }
-  }
+  tbtest::copy_model_state(graphed, eager);
+  tbtest::copy_model_state(graphed, control);
   auto gstep = make_graph_step(graphed, cuda_options(amp), {8, 3, 32, 32}, false);
   auto estep = make_eager_step(eager, cuda_options(amp)), cstep = make_eager_step(control, cuda_options(amp));
   auto eager_batch = [](train_step& s, const device_batch& b) {

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
@@ -112,15 +113,10 @@ TEST_CASE(
       const tolerances tol = for_amp(amp);
       at::manual_seed(0);
       resnet eager_model = make_resnet("resnet18", 10), compiled_model = make_resnet("resnet18", 10);
-      {
-        at::NoGradGuard g;
-        auto pe = eager_model->parameters(), pc = compiled_model->parameters();
-        for (std::size_t i = 0; i < pe.size(); ++i) pc[i].copy_(pe[i]);
-      }
+      tbtest::copy_model_state(eager_model, compiled_model);
       eager_model->to(cuda);
       compiled_model->to(cuda);
-      for (auto& p : compiled_model->parameters())
-        if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+      weights_to_channels_last(*compiled_model);
       fusion_request fr;
       fr.device = cuda;
       fr.amp = amp;
@@ -305,15 +301,10 @@ TEST_CASE("backend.pad_stem on the GPU: the padded stem trains as the plain one 
       const tolerances tol = for_amp(amp);
       at::manual_seed(0);
       resnet plain_model = make_resnet("resnet18", 10), padded_model = make_resnet("resnet18", 10);
-      {
-        at::NoGradGuard g;
-        auto a = plain_model->parameters(), b = padded_model->parameters();
-        for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
-      }
+      tbtest::copy_model_state(plain_model, padded_model);
       for (resnet* m : {&plain_model, &padded_model}) {
         (*m)->to(cuda);
-        for (auto& p : (*m)->parameters())
-          if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+        weights_to_channels_last(**m);
       }
       padded_model->set_stem_padded(true);
       step_options o;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model_twins.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
@@ -44,13 +45,7 @@ std::pair<resnet, resnet> twins(const std::string& arch, at::ScalarType dtype) {
   resnet fused = make_resnet(arch, 10), plain = make_resnet(arch, 10);
   fused->to(dtype);
   plain->to(dtype);
-  {
-    at::NoGradGuard no_grad;
-    auto a = fused->parameters(), b = plain->parameters();
-    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
-    auto ba = fused->buffers(), bb = plain->buffers();
-    for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
-  }
+  tbtest::copy_model_state(fused, plain);
   fusion_request r;
   r.cpu_reference = true;
   const fusion_outcome o = fuse_batch_norm(fused, r);
@@ -293,11 +288,7 @@ TEST_CASE("fuse_batch_norm: a CUDA request on a host without a GPU reports every
   }
   at::manual_seed(1);
   resnet m = make_resnet("resnet18", 10), plain = make_resnet("resnet18", 10);
-  {
-    at::NoGradGuard no_grad;
-    auto a = m->parameters(), b = plain->parameters();
-    for (std::size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
-  }
+  tbtest::copy_model_state(m, plain);
   fusion_request r;
   r.device = c10::Device(c10::kCUDA, 0);
   r.amp = amp_mode::fp16;

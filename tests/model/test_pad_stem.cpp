@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/model/resnet.hpp"
 
 using namespace trainbench;
@@ -25,18 +26,9 @@ std::pair<resnet, resnet> twins(at::MemoryFormat format, at::ScalarType dtype = 
   for (resnet* m : {&padded, &plain}) {
     (*m)->to(dtype);
     (*m)->train();
+    if (format == at::MemoryFormat::ChannelsLast) weights_to_channels_last(**m);
   }
-  at::NoGradGuard no_grad;
-  auto a = padded->parameters(), b = plain->parameters();
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    b[i].copy_(a[i]);
-    if (a[i].dim() == 4) {
-      a[i].set_data(a[i].data().contiguous(format));
-      b[i].set_data(b[i].data().contiguous(format));
-    }
-  }
-  auto ba = padded->buffers(), bb = plain->buffers();
-  for (std::size_t i = 0; i < ba.size(); ++i) bb[i].copy_(ba[i]);
+  tbtest::copy_model_state(padded, plain);
   padded->set_stem_padded(true);
   return {padded, plain};
 }

@@ -11,6 +11,7 @@
 #include "gpu/compile_notes.hpp"
 #include "gpu/exact_math.hpp"
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/model/resnet.hpp"
@@ -41,11 +42,6 @@ std::size_t moved(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
   return n;
 }
 
-void to_channels_last(resnet& m) {
-  for (auto& p : m->parameters())
-    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
-}
-
 void require_cuda() {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
 }
@@ -57,7 +53,7 @@ TEST_CASE("a grouped bottleneck model with fp16 + loss scaling, and with bf16 + 
     INFO((fp16 ? "fp16 + scaler" : "bf16 + channels_last"));
     at::manual_seed(0);
     resnet m = make_resnet("resnext50_32x4d", 10);
-    if (!fp16) to_channels_last(m);
+    if (!fp16) weights_to_channels_last(*m);
     step_options o;
     o.amp = fp16 ? amp_mode::fp16 : amp_mode::bf16;
     o.scaler = fp16;
@@ -254,11 +250,7 @@ TEST_CASE("ResNet-50's graphed step matches an eager twin on CUDA, fp32 and bf16
     const double tol = amp == amp_mode::off ? 1e-3 : 3e-2;
     at::manual_seed(0);
     resnet graphed = make_resnet("resnet50", 10), eager = make_resnet("resnet50", 10);
-    {
-      at::NoGradGuard g;
-      auto pe = eager->parameters(), pg = graphed->parameters();
-      for (std::size_t i = 0; i < pe.size(); ++i) pe[i].copy_(pg[i]);
-    }
+    tbtest::copy_model_state(graphed, eager);
     graphed->to(cuda);
     eager->to(cuda);
     graphed->train();

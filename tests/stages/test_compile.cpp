@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "helpers.hpp"
+#include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/fusion.hpp"
@@ -191,13 +192,8 @@ TEST_CASE(
   resnet eager_model = make_resnet("resnet18", 10), compiled_model = make_resnet("resnet18", 10);
   eager_model->to(at::kDouble);
   compiled_model->to(at::kDouble);
-  {
-    at::NoGradGuard no_grad;
-    auto pe = eager_model->parameters(), pc = compiled_model->parameters();
-    for (std::size_t i = 0; i < pe.size(); ++i) pc[i].copy_(pe[i]);
-    for (auto& p : pc)
-      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
-  }
+  tbtest::copy_model_state(eager_model, compiled_model);
+  weights_to_channels_last(*compiled_model);
   fusion_request fr;
   fr.channels_last = true;
   fr.input_shape = {8, 3, 64, 64};  // at 16 px, layers 3 and 4 normalise 8 values a channel

@@ -29,9 +29,7 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     at::manual_seed(0);
     resnet model = make_resnet(r.arch, r.num_classes);
     model->to(r.device);
-    if (r.channels_last)
-      for (auto& p : model->parameters())
-        if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+    if (r.channels_last) weights_to_channels_last(*model);
     model->train();
     model->set_stem_padded(r.pad_stem);
     const std::vector<std::int64_t> shape{batch, 3, r.image_size, r.image_size};

@@ -199,4 +199,9 @@ std::int64_t parameter_count(torch::nn::Module& m) {
   return n;
 }
 
+void weights_to_channels_last(torch::nn::Module& m) {
+  for (auto& p : m.parameters())
+    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+}
+
 }  // namespace trainbench

@@ -1,0 +1,12 @@
+#pragma once
+// For the tests that hold one way of training a model against another: the second model starts
+// from the first's numbers, copied, not drawn again.
+#include "trainbench/model/resnet.hpp"
+
+namespace tbtest {
+
+// Copies from's parameters and buffers (batch-norm statistics and counts) into to, a model of the
+// same architecture, in place: to's tensors keep their device, dtype and memory format.
+void copy_model_state(trainbench::resnet& from, trainbench::resnet& to);
+
+}  // namespace tbtest
