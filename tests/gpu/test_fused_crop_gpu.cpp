@@ -143,6 +143,9 @@ TEST_CASE("fused crop kernel: launches in flight each keep their own job table",
     outs.push_back(at::zeros({n, 3 * size * size}, at::TensorOptions().device(at::kCUDA)));
   }
   check_cuda(cudaDeviceSynchronize());  // the inputs and zeroed outputs, made on the default stream
+  // The three tables made now: cudaMalloc and cudaHostAlloc may wait for the device, which would
+  // wait for the gate, which would wait for this thread.
+  launcher.reserve(n, 3);
   stream_gate gate(stream.stream());
   // One jobs array, overwritten between the launches, all three queued behind the gate.
   std::vector<fused_crop_job> jobs(n);
