@@ -3,6 +3,7 @@
 #include "trainbench/measure/batch_search.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -14,8 +15,13 @@
 namespace trainbench {
 namespace {
 
+// ATen's cuDNN convolutions catch the allocator's OutOfMemoryError for each plan's workspace and
+// try the next plan; when every plan failed so they throw a plain error of their own (v8: "FIND
+// (or GET) was unable to find an engine to execute this computation"; v7: "Unable to find a
+// valid cuDNN algorithm to run convolution"). Near the limit that is the same answer.
 bool allocation_failure(const std::string& message) {
-  for (const char* sign : {"out of memory", "ALLOC_FAILED"})
+  for (const char* sign : {"out of memory", "ALLOC_FAILED", "unable to find an engine",
+                           "Unable to find a valid cuDNN algorithm"})
     if (message.find(sign) != std::string::npos) return true;
   return false;
 }
@@ -53,6 +59,10 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     if (!allocation_failure(e.what_without_backtrace())) throw;
     ok = false;
   }
+  // cuBLAS keeps a workspace per handle and stream for the life of the process, and each try's
+  // graph captures on another of the pool's streams: freed here, or the tries after it, and the
+  // run, would each hold less memory than the one before.
+  at::cuda::clearCublasWorkspaces();
   c10::cuda::CUDACachingAllocator::emptyCache();
   return ok;
 }
