@@ -11,6 +11,7 @@ keeps: it is evidence for docs/fused-batch-norm.md.
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -61,7 +62,7 @@ def shapes_of(model, x):
     return out
 
 
-def part_ops(model, x, dtypes, iters):
+def part_ops(model, x, dtypes, iters, on_row):
     rows = []
     for mod, shape in shapes_of(model, x):
         row = {"op": type(mod).__name__, "shape": list(shape)}
@@ -88,10 +89,11 @@ def part_ops(model, x, dtypes, iters):
             if isinstance(mod, torch.nn.BatchNorm2d):
                 row[f"{name}_backend"] = bn_backend(inp, m)
         rows.append(row)
+        on_row(row)
     return rows
 
 
-def part_step(arch, batch, image, dtypes, iters):
+def part_step(arch, batch, image, dtypes, iters, on_dtype):
     """One training step (autocast, channels_last, SGD) per dtype: its time and its top kernels."""
     import torchvision
     from torch.profiler import ProfilerActivity, profile
@@ -126,6 +128,7 @@ def part_step(arch, batch, image, dtypes, iters):
                 kernels.append({"kernel": e.key[:110], "ms_per_step": t / 1000.0 / 5, "calls_per_step": e.count / 5})
         kernels.sort(key=lambda k: -k["ms_per_step"])
         out[name] = {"step_ms": ms, "kernels": kernels[:25]}
+        on_dtype(name, out[name])
     return out
 
 
@@ -149,28 +152,44 @@ def main():
     dtypes = [torch.float16, torch.bfloat16]
     model = getattr(torchvision.models, a.arch)(num_classes=10).cuda().to(memory_format=torch.channels_last)
     x = torch.randn(a.batch, 3, a.image, a.image, device="cuda").contiguous(memory_format=torch.channels_last)
-    ops = part_ops(model, x, dtypes, a.iters)
+    # Each row and each part is printed and saved as it ends: a cut run keeps what it measured.
+    found = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+             "device": torch.cuda.get_device_name(), "arch": a.arch, "batch": a.batch, "image": a.image,
+             "ops": [], "step": {}}
+
+    def save():
+        if a.json:
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(found, f, indent=1)
+            os.replace(a.json + ".tmp", a.json)
+
     print(f"\n## per op, forward + backward, NHWC, {a.arch} at batch {a.batch}, {a.image}x{a.image} (median ms)")
-    print(f"{'op':12} {'input':22} {'conv':22} {'fp16':>8} {'bf16':>8} {'bf16/fp16':>9}  backend fp16 / bf16")
+    print(f"{'op':12} {'input':22} {'conv':22} {'fp16':>8} {'bf16':>8} {'bf16/fp16':>9}  backend fp16 / bf16", flush=True)
+
+    def on_row(r):
+        be = f"{r.get('fp16_backend', '')} / {r.get('bf16_backend', '')}" if r["op"] == "BatchNorm2d" else ""
+        print(f"{r['op']:12} {'x'.join(map(str, r['shape'])):22} {r.get('conv', ''):22} {r['fp16_ms']:8.3f} "
+              f"{r['bf16_ms']:8.3f} {r['bf16_ms'] / r['fp16_ms']:9.2f}  {be}", flush=True)
+        found["ops"].append(r)
+        save()
+
+    ops = part_ops(model, x, dtypes, a.iters, on_row)
     tot = {"BatchNorm2d": [0.0, 0.0], "Conv2d": [0.0, 0.0]}
     for r in ops:
         tot[r["op"]][0] += r["fp16_ms"]
         tot[r["op"]][1] += r["bf16_ms"]
-        be = f"{r.get('fp16_backend', '')} / {r.get('bf16_backend', '')}" if r["op"] == "BatchNorm2d" else ""
-        print(f"{r['op']:12} {'x'.join(map(str, r['shape'])):22} {r.get('conv', ''):22} {r['fp16_ms']:8.3f} "
-              f"{r['bf16_ms']:8.3f} {r['bf16_ms'] / r['fp16_ms']:9.2f}  {be}")
     for k, (f, b) in tot.items():
-        print(f"sum of distinct {k} shapes: fp16 {f:.3f} ms, bf16 {b:.3f} ms ({b / f:.2f}x)")
-    step = part_step(a.arch, a.batch, a.image, dtypes, a.iters)
-    for name, s in step.items():
+        print(f"sum of distinct {k} shapes: fp16 {f:.3f} ms, bf16 {b:.3f} ms ({b / f:.2f}x)", flush=True)
+
+    def on_dtype(name, s):
         print(f"\n## one training step in {name}: {s['step_ms']:.3f} ms; kernels by time per step")
         for k in s["kernels"]:
             print(f"{k['ms_per_step']:8.3f} ms {k['calls_per_step']:6.1f}x  {k['kernel']}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                       "device": torch.cuda.get_device_name(), "arch": a.arch, "batch": a.batch, "image": a.image,
-                       "ops": ops, "step": step}, f, indent=1)
+        sys.stdout.flush()
+        found["step"][name] = s
+        save()
+
+    part_step(a.arch, a.batch, a.image, dtypes, a.iters, on_dtype)
     return 0
 
 

@@ -23,8 +23,9 @@
 #     --phase-budget  P=S,...: another cap for some phases (seconds), e.g. tests=200
 #     --tests-from F  run only the [gpu] test cases named in F, one a line (a first call's
 #                     gpu-tests-left.txt: the cases it did not finish)
-#     --continue DIR  a second call after a first that wrote DIR: the phases it skipped or cut
-#                     (--only), the test cases it left (--tests-from), then the bf16 probe
+#     --continue DIR  a second call after a first that wrote DIR (or its --pack archive): the
+#                     phases it skipped or cut (--only), the test cases it left (--tests-from),
+#                     then the bf16 probe
 #     --pack FILE     end by packing --out into one .tar.gz (for a host that returns few files)
 #     --plan          print the plan (phases and their caps) and exit, 1 if it exceeds --budget
 set -uo pipefail
@@ -53,6 +54,17 @@ done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2; }
 # --continue: what a first call left, read from its --out: the phases it skipped or cut, the test
 # cases it did not finish, and the bf16 probe last (it runs on whatever time is left).
+# DIR may also be the first call's --pack archive: the machine that ran the first call is given
+# back when it has been idle a while, and a fresh one has only what the second call brings.
+continue_tmp=""
+if [ -n "${continue_from:-}" ] && [ -f "$continue_from" ]; then
+  continue_tmp=$(mktemp -d)
+  trap 'rm -rf "$continue_tmp"' EXIT
+  tar -C "$continue_tmp" -xzf "$continue_from" 2>/dev/null ||
+    { echo "gpu-check.sh: --continue: $continue_from is neither a folder nor a .tar.gz of one" >&2; exit 2; }
+  unpacked=$(find "$continue_tmp" -mindepth 1 -maxdepth 1 -type d | head -1)
+  continue_from=${unpacked:-$continue_tmp}
+fi
 if [ -n "${continue_from:-}" ]; then
   [ -f "$continue_from/skipped.txt" ] && [ -f "$continue_from/cut.txt" ] ||
     { echo "gpu-check.sh: --continue: $continue_from holds no skipped.txt and cut.txt of a first call" >&2; exit 2; }
@@ -133,7 +145,7 @@ pack_out() {
   tar -C "$(dirname "$out")" -czf "$pack" "$(basename "$out")" && echo "packed ($(du -h "$pack" | cut -f1))"
 }
 # Also on an early exit (die, a failed build): whatever was gathered comes back.
-trap pack_out EXIT
+trap 'pack_out; [ -z "$continue_tmp" ] || rm -rf "$continue_tmp"' EXIT
 die() { echo "gpu-check.sh: $*"; exit 1; }
 t0=$(date +%s)
 phase_start=$t0
@@ -382,19 +394,25 @@ if start tests; then
   printf 'status\tseconds\tcap_s\tname\n' > "$out/gpu-tests.tsv"
   : > "$out/gpu-tests.txt"
   : > "$out/gpu-tests-left.txt"
-  # Pass 1: the cases of the default cap together, in one process. Each process pays seconds to
-  # load LibTorch's CUDA libraries and make a CUDA context before its case starts, some thirty
-  # times over where most cases take a few seconds; Catch2's XML reporter records each case's
-  # result as it ends. A case that passed there is done. One that failed, or had not ended when
-  # the process did (a crash; a hang, at the group's cap), runs again alone below, where its own
-  # result counts. A rehearsal runs the group too (every case fails there) and takes nothing from it.
-  declare -A group_secs=()
+  # Pass 1: every case in one process, in the order above. Each process pays seconds to load
+  # LibTorch's CUDA libraries and make a CUDA context before its case starts, some forty times
+  # over where most cases take a few seconds; Catch2's XML reporter records each case's result as
+  # it ends. A case that passed there is done. One that failed, or had not ended when the process
+  # did (a crash; a hang, at the group's cap), runs again alone below, where its own result counts;
+  # where the time left is too short for that, a failure in the group stands (and the case is left
+  # for a second call). The group's cap is the phase's time left, at most each case's share: 3 s
+  # for a case of the default cap, a listed case's own cap. A hang costs the cases after it, which
+  # then run alone or in a second call. A rehearsal runs the group too (every case fails there) and
+  # takes nothing from it.
+  declare -A group_secs=() group_fail=()
   group_names=()
+  group_limit=30
   for row in "${order[@]}"; do
     IFS=$'\t' read -r cap _ name <<< "$row"
-    [ -z "${cap_of[$name]:-}" ] && group_names+=("$name")
+    group_names+=("$name")
+    if [ -n "${cap_of[$name]:-}" ]; then group_limit=$((group_limit + cap)); else group_limit=$((group_limit + 3)); fi
   done
-  gcap=$(( $(phase_left) - 20 )); [ "$gcap" -gt $((3 * ${#group_names[@]} + 30)) ] && gcap=$((3 * ${#group_names[@]} + 30))
+  gcap=$(( $(phase_left) - 20 )); [ "$gcap" -gt "$group_limit" ] && gcap=$group_limit
   [ $rehearse = 1 ] && gcap=$((3 * ${#group_names[@]} + 60))
   if [ ${#group_names[@]} -gt 1 ] && [ $stop = 0 ] && [ "$gcap" -ge 30 ]; then
     printf '%s\n' "${group_names[@]}" | sed 's/\\/\\\\/g; s/,/\\,/g' > "$out/.group-names"
@@ -403,23 +421,25 @@ if start tests; then
       -o "$out/gpu-tests-group.xml" > "$out/gpu-tests-group.txt" 2>&1
     rc=$?
     rm -f "$out/.group-names"
-    while IFS=$'\t' read -r secs name; do
-      [ $rehearse = 0 ] && group_secs[$name]=$secs
+    while IFS=$'\t' read -r result secs name; do
+      [ $rehearse = 1 ] && continue
+      if [ "$result" = pass ]; then group_secs[$name]=$secs; else group_fail[$name]=$secs; fi
     done < <($PY - "$out/gpu-tests-group.xml" <<'PYEOF'
 import html, re, sys
 try:
     text = open(sys.argv[1], errors="replace").read()
 except OSError:
     sys.exit(0)
-# A case is done when its element closed with a success (a process cut short leaves the last open).
+# A case is done when its element closed with its result (a process cut short leaves the last open).
 for m in re.finditer(r'<TestCase name="([^"]*)"((?:(?!<TestCase ).)*?)</TestCase>', text, re.S):
     r = re.search(r'<OverallResult success="(true|false)"(?: durationInSeconds="([^"]*)")?', m.group(2))
-    if r and r.group(1) == "true":
-        print(f"{float(r.group(2) or 0):.1f}\t{html.unescape(m.group(1))}")
+    if r:
+        result = "pass" if r.group(1) == "true" else "fail"
+        print(f"{result}\t{float(r.group(2) or 0):.1f}\t{html.unescape(m.group(1))}")
 PYEOF
 )
-    echo "the ${#group_names[@]} cases of the default cap in one process: exit $rc after $(( $(date +%s) - s0 )) s" \
-      "(cap $gcap s), ${#group_secs[@]} passed there; the rest run alone"
+    echo "the ${#group_names[@]} cases in one process: exit $rc after $(( $(date +%s) - s0 )) s" \
+      "(cap $gcap s), ${#group_secs[@]} passed there, ${#group_fail[@]} failed; the rest run alone"
   fi
   for row in "${order[@]}"; do
     IFS=$'\t' read -r cap _ name <<< "$row"
@@ -437,7 +457,14 @@ PYEOF
     # (30 s) starts with 10 s left; most take a few seconds.
     need=10; [ -n "${cap_of[$name]:-}" ] && need=$cap
     if [ $stop = 1 ] || { [ $rehearse = 0 ] && [ "$l" -lt "$need" ]; }; then
-      printf 'not-run\t0\t%s\t%s\n' "$cap" "$name" >> "$out/gpu-tests.tsv"
+      if [ -n "${group_fail[$name]:-}" ]; then
+        printf 'fail\t%s\t%s\t%s\n' "${group_fail[$name]}" "$cap" "$name" >> "$out/gpu-tests.tsv"
+        echo "== $name: fail in ${group_fail[$name]} s, in the group's process (its output: gpu-tests-group.xml); no time to run it alone" >> "$out/gpu-tests.txt"
+        printf '%-9s %6s s  %s (in the group)\n' fail "${group_fail[$name]}" "$name"
+        tests_rc=1
+      else
+        printf 'not-run\t0\t%s\t%s\n' "$cap" "$name" >> "$out/gpu-tests.tsv"
+      fi
       echo "$name" >> "$out/gpu-tests-left.txt"
       continue
     fi
@@ -485,7 +512,11 @@ if start reference; then
   else
     ref_default="ladder/06-* best/00-* best/01-* ladder/*.yaml ladder-plus/*.yaml"
   fi
+  # A second call runs only the rungs the first did not finish. A torch.compile rung takes about
+  # a minute to its first window (59 s cold on the first run): one that would start with less than
+  # 70 s of the phase left is left for a second call, and the eager rungs after it run now.
   declare -A ref_done=()
+  ref_deferred=0
   for pattern in ${GPU_CHECK_REFERENCE:-$ref_default}; do
     files=$(ls configs/$pattern 2>/dev/null | grep '\.yaml$')
     [ -n "$files" ] || { echo "reference: no profile configs/$pattern: skipped"; continue; }
@@ -493,13 +524,21 @@ if start reference; then
       [ -n "${ref_done[$f]:-}" ] && continue
       ref_done[$f]=1
       folder=$(basename "$(dirname "$f")")
-      dest=$out/pytorch$([ "$folder" = ladder ] || echo "-$folder")
-      mkdir -p "$dest"
+      part=pytorch$([ "$folder" = ladder ] || echo "-$folder")
+      keep_unfinished ref_keep "$part" "$f"
+      [ ${#ref_keep[@]} -gt 0 ] || continue
       n=$(basename "$f" .yaml)
-      within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$dest/$n.json" ||
+      if [ $rehearse = 0 ] && [ "$(phase_left)" -lt 70 ] && $TB show -c "$f" 2>/dev/null | grep -q '^  compile: true'; then
+        echo "reference $folder/$n: torch.compile with $(phase_left) s left: left for a second call"
+        ref_deferred=1
+        continue
+      fi
+      mkdir -p "$out/$part"
+      within $PY scripts/reference/pytorch_run.py --trainbench "$TB" --config "$f" "${sets[@]}" --out "$out/$part/$n.json" ||
         echo "reference $folder/$n failed"
     done
   done
+  [ $ref_deferred = 1 ] && echo reference >> "$out/cut.txt"
 fi
 
 if start plus; then
@@ -633,12 +672,28 @@ if start sanitizer; then
     for tool in "${case_tools[@]}"; do
       for t in "${sanitized[@]}"; do runs+=("$tool"$'\t'"$t"); done
     done
-    : > "$out/sanitizer-memcheck.txt"; : > "$out/sanitizer-racecheck.txt"
+    # A second call runs only what the first did not finish (sanitizer-done.txt: tool<TAB>run).
+    if [ -n "${continue_from:-}" ] && [ -s "$continue_from/sanitizer-done.txt" ]; then
+      left=()
+      for r in "${runs[@]}"; do
+        if grep -qxF "$r" "$continue_from/sanitizer-done.txt"; then echo "sanitizer: $r finished in the first call: not run again"
+        else left+=("$r"); fi
+      done
+      runs=("${left[@]}")
+    fi
+    : > "$out/sanitizer-memcheck.txt"; : > "$out/sanitizer-racecheck.txt"; : > "$out/sanitizer-done.txt"
     runs_left=${#runs[@]}
     for r in "${runs[@]}"; do
       IFS=$'\t' read -r tool t <<< "$r"
       extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
       share=$(( $(phase_left) / runs_left )); runs_left=$((runs_left - 1))
+      # A test case of the LibTorch binary takes tens of seconds to start under the sanitizer:
+      # with less than 45 s for it, it waits for a second call instead of being cut for nothing.
+      if [ "$t" != crop ] && [ "$share" -lt 45 ]; then
+        echo "sanitizer: $tool on '$t' with $share s: left for a second call"
+        echo sanitizer >> "$out/cut.txt"
+        continue
+      fi
       if [ "$t" = crop ]; then
         echo "== $tool: trainbench_crop_check" >> "$out/sanitizer-$tool.txt"
         limited "$share" 5 "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 "$CROP_CHECK" 2>&1 |
@@ -649,7 +704,9 @@ if start sanitizer; then
           limited "$share" 5 "$cs" --tool $tool "${extra[@]}" --error-exitcode 9 $TESTS "$t" -w NoTests 2>&1 |
           tee -a "$out/sanitizer-$tool.txt"
       fi
-      echo "compute-sanitizer $tool: exit ${PIPESTATUS[0]}" | tee -a "$out/sanitizer-$tool.txt"
+      rc=${PIPESTATUS[0]}
+      echo "compute-sanitizer $tool: exit $rc" | tee -a "$out/sanitizer-$tool.txt"
+      [ "$rc" != 124 ] && [ "$rc" != 137 ] && printf '%s\n' "$r" >> "$out/sanitizer-done.txt"
     done
   fi
 fi

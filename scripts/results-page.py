@@ -327,7 +327,8 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     best_refs = {k: v for k, v in refs.items() if "best" in k}
     best_py = max(((v, k) for k, v in best_refs.items()),
                   default=(None, "PyTorch's best configuration (torch.compile + channels_last)"))
-    print(ratio_line("best / PyTorch's best configuration", best_tb, best_py, 1.25, "at least 1.25x"))
+    print(ratio_line("best / PyTorch's best configuration", best_tb, best_py, 1.25, "at least 1.25x")
+          + " The reference runs torch.compile's default mode (no CUDA graphs; docs/compile.md says why).")
     syn = [(median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items() if median(r) and is_ceiling(r)]
     best_syn = max(syn, default=(None, "resnet50 on device-made input"))
     print(ratio_line("ResNet-50 recipe / MLPerf's 7,951 images/s on the H200", best_syn,
@@ -379,12 +380,31 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
               "the JPEG ladder's rungs train as well as decode).")
 
 
+def merged_test_rows(dirs):
+    """gpu-tests.tsv over the calls: a second call reruns only the cases the first left, so a
+    case's row is the last call's that ran it (a later `not-run` keeps the earlier result), in the
+    first call's order."""
+    rows = {}
+    for d in dirs:
+        path = os.path.join(d, "gpu-tests.tsv")
+        if not os.path.exists(path):
+            continue
+        for line in list(open(path))[1:]:
+            r = line.rstrip("\n").split("\t")
+            if len(r) < 4:
+                continue
+            if r[0] == "not-run" and r[3] in rows:
+                continue
+            rows[r[3]] = r
+    return list(rows.values())
+
+
 def tests_section(dirs):
     """The [gpu] test cases: the per-case list when the kit ran each in its own process, else the
     one process's output with repeated lines counted."""
     tsv = last_existing(dirs, "gpu-tests.tsv")
     if tsv:
-        rows = [line.rstrip("\n").split("\t") for line in open(tsv)][1:]
+        rows = merged_test_rows(dirs)
         counts = {}
         for r in rows:
             counts[r[0]] = counts.get(r[0], 0) + 1
@@ -449,15 +469,17 @@ def parts(dirs, name):
 
 
 def decode_reports(dirs):
-    folder = last_existing(dirs, "decode")
+    """decode/<mode>.json over the calls: a mode's report from the last call that wrote one (a
+    second call's cut decode phase leaves the first call's modes standing)."""
     out = {}
     for mode in ("device", "host", "device-whole", "device-general"):
-        f = os.path.join(folder, f"{mode}.json") if folder else ""
-        if f and os.path.exists(f):
-            try:
-                out[mode] = json.load(open(f))
-            except ValueError:
-                pass
+        for d in dirs:
+            f = os.path.join(d, "decode", f"{mode}.json")
+            if os.path.exists(f):
+                try:
+                    out[mode] = json.load(open(f))
+                except ValueError:
+                    pass
     return out
 
 
@@ -556,17 +578,25 @@ def conv_fusions_lines(groups):
               f"{conv_fusions_verdict(norm)}.")
 
 
+# The twins that differ in the dtype alone: (fp16 rung, bf16 rung) by the start of the name.
+PRECISION_TWINS = {"best": ("00-", "01-"), "ladder-plus": ("02-", "03-")}
+
+
 def precision_section(groups):
-    """bf16 against fp16 of the same rung (configs/best: 00 fp16, 01 bf16; ladder-plus by effective.amp):
-    per family the time per batch and its ratio, and the longest kernels of the family that grew most."""
+    """bf16 against fp16 of the same rung (PRECISION_TWINS: best 00 and 01, ladder-plus 02 and 03;
+    not the last of each dtype, which may differ in more than the dtype): per family the time per
+    batch and its ratio, and the longest kernels of the family that grew most."""
     pairs = []
     for part, reports in groups:
-        fp16 = [(n, r) for n, r in reports.items() if (r.get("effective") or {}).get("amp") == "fp16"
-                and kernel_families_of(r) and not is_ceiling(r)]
-        bf16 = [(n, r) for n, r in reports.items() if (r.get("effective") or {}).get("amp") == "bf16"
-                and kernel_families_of(r) and not is_ceiling(r)]
+        fp16_prefix, bf16_prefix = PRECISION_TWINS[part]
+
+        def twin(prefix, amp):
+            return next(((n, r) for n, r in reports.items() if n.startswith(prefix) and "-ex" not in n
+                         and (r.get("effective") or {}).get("amp") == amp and kernel_families_of(r)
+                         and not is_ceiling(r)), None)
+        fp16, bf16 = twin(fp16_prefix, "fp16"), twin(bf16_prefix, "bf16")
         if fp16 and bf16:
-            pairs.append((part, fp16[-1], bf16[-1]))
+            pairs.append((part, fp16, bf16))
     if not pairs:
         return
     print("\n## bf16 against fp16, by kernel family\n")
@@ -588,11 +618,13 @@ def precision_section(groups):
 
 
 def sanitizer_section(dirs):
+    """Each tool's runs over the calls (a second call runs only what the first did not finish)."""
     for tool in ["memcheck", "racecheck"]:
-        f = last_existing(dirs, f"sanitizer-{tool}.txt")
-        if not f:
+        files = [os.path.join(d, f"sanitizer-{tool}.txt") for d in dirs
+                 if os.path.exists(os.path.join(d, f"sanitizer-{tool}.txt"))]
+        if not files:
             continue
-        lines = open(f).read().strip().splitlines()
+        lines = [t for f in files for t in open(f).read().strip().splitlines()]
         keep = [t for t in lines if t.startswith("== ") or "ERROR SUMMARY" in t or "RACECHECK SUMMARY" in t
                 or t.startswith("compute-sanitizer ") or "skipped" in t or "LEAK SUMMARY" in t
                 or t.startswith("crop check:")]

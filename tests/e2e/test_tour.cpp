@@ -261,6 +261,18 @@ TEST_CASE("gpu-check.sh --continue takes the phases and cases a first call left,
   for (const char* phase : {"data", "tests", "resnet50", "imagenet", "probe"})
     CHECK(plan.output.find(std::string("  ") + phase + " ") != std::string::npos);
   CHECK(plan.output.find("  ladder ") == std::string::npos);
+  // The first call's pack: what comes back when the warm machine is gone.
+  REQUIRE(tbtest::run_shell("tar -C '" + dir.string() + "' -czf '" + (dir / "first.tar.gz").string() + "' first").code == 0);
+  const auto packed = kit("--quick --budget 300 --continue '" + (dir / "first.tar.gz").string() + "' --plan");
+  INFO(packed.output);
+  CHECK(packed.code == 0);
+  CHECK(packed.output.find("phases tests imagenet resnet50 probe; the test cases of ") != std::string::npos);
+  CHECK(packed.output.find("first/gpu-tests-left.txt") != std::string::npos);
+  tbtest::write_text(dir / "not-a-pack.tar.gz", "text");
+  const auto bad = kit("--continue '" + (dir / "not-a-pack.tar.gz").string() + "' --plan");
+  INFO(bad.output);
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("is neither a folder nor a .tar.gz of one") != std::string::npos);
 }
 
 // The kit gives the cases this file names their own caps; a name that matches no case (a renamed
