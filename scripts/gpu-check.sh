@@ -365,6 +365,75 @@ if start data; then
     within $TB make-dataset imagefolder --out data/imagenet --classes 10 --per-class $([ $rehearse = 1 ] && echo 10 || echo 100)
 fi
 
+# The group process's watchdog: Catch2 runs its cases in the list's order and the XML reporter
+# writes each case's end as it comes, so the case running is the one after the last that ended.
+# One that runs past its cap (the budget file's, else 30 s) and 15 s more (the first case also
+# starts CUDA) is taken to hang: the group gets SIGINT, and the cases after it run alone, so a
+# hang costs its cap, not the phase. Args: the group's timeout pid, the XML file, the cases in
+# Catch2's order.
+watch_group() {
+  local pid=$1 xml=$2 ended last=-1 since name cap; shift 2
+  local cases=("$@")
+  since=$(date +%s)
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    ended=$(grep -c '</TestCase>' "$xml" 2>/dev/null); ended=${ended:-0}
+    if [ "$ended" != "$last" ]; then last=$ended; since=$(date +%s); fi
+    [ "$ended" -lt ${#cases[@]} ] || continue
+    name=${cases[$ended]}; cap=${cap_of[$name]:-30}
+    if [ $(( $(date +%s) - since )) -gt $((cap + 15)) ]; then
+      echo "the group's process: '$name' ran past its cap of $cap s: stopped; the cases after it run alone"
+      kill -INT "$pid" 2>/dev/null
+      return
+    fi
+  done
+}
+
+# One group process of [gpu] cases (pass 1 of the tests phase): FILE.xml and FILE.txt in $out,
+# the results into group_secs (passed) and group_fail (failed). Args: FILE, the cases in Catch2's
+# order.
+run_group() {
+  local file=$1 limit=30 gcap gpid wpid rc s0 n result secs name; shift
+  [ $# -gt 0 ] || return 0
+  for n in "$@"; do
+    if [ -n "${cap_of[$n]:-}" ]; then limit=$((limit + ${cap_of[$n]})); else limit=$((limit + 3)); fi
+  done
+  gcap=$(( $(phase_left) - 20 )); [ "$gcap" -gt "$limit" ] && gcap=$limit
+  [ $rehearse = 1 ] && gcap=$((3 * $# + 60))
+  [ $stop = 0 ] && [ "$gcap" -ge 30 ] || return 0
+  printf '%s\n' "$@" | sed 's/\\/\\\\/g; s/,/\\,/g' > "$out/.group-names"
+  s0=$(date +%s)
+  : > "$out/$file.xml"
+  timeout -s INT -k 5 "$gcap" "$TESTS" -f "$out/.group-names" -w NoTests --durations yes -r xml \
+    -o "$out/$file.xml" > "$out/$file.txt" 2>&1 &
+  gpid=$!
+  wpid=""
+  if [ $rehearse = 0 ]; then watch_group "$gpid" "$out/$file.xml" "$@" & wpid=$!; fi
+  wait "$gpid"
+  rc=$?
+  [ -z "$wpid" ] || { kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null; }
+  rm -f "$out/.group-names"
+  while IFS=$'\t' read -r result secs name; do
+    [ $rehearse = 1 ] && continue
+    if [ "$result" = pass ]; then group_secs[$name]=$secs; else group_fail[$name]=$secs; fi
+  done < <($PY - "$out/$file.xml" <<'PYEOF'
+import html, re, sys
+try:
+    text = open(sys.argv[1], errors="replace").read()
+except OSError:
+    sys.exit(0)
+# A case is done when its element closed with its result (a process cut short leaves the last open).
+for m in re.finditer(r'<TestCase name="([^"]*)"((?:(?!<TestCase ).)*?)</TestCase>', text, re.S):
+    r = re.search(r'<OverallResult success="(true|false)"(?: durationInSeconds="([^"]*)")?', m.group(2))
+    if r:
+        result = "pass" if r.group(1) == "true" else "fail"
+        print(f"{result}\t{float(r.group(2) or 0):.1f}\t{html.unescape(m.group(1))}")
+PYEOF
+)
+  echo "$file: $# cases in one process: exit $rc after $(( $(date +%s) - s0 )) s (cap $gcap s);" \
+    "${#group_secs[@]} passed and ${#group_fail[@]} failed in the groups so far; the rest run alone"
+}
+
 tests_rc=0
 if start tests; then
   # Each [gpu] test case in a process of its own under its own time limit (Catch2 has none): a
@@ -394,58 +463,27 @@ if start tests; then
   printf 'status\tseconds\tcap_s\tname\n' > "$out/gpu-tests.tsv"
   : > "$out/gpu-tests.txt"
   : > "$out/gpu-tests-left.txt"
-  # Pass 1: every case in one process, in the order above. Each process pays seconds to load
-  # LibTorch's CUDA libraries and make a CUDA context before its case starts, some forty times
-  # over where most cases take a few seconds; Catch2's XML reporter records each case's result as
-  # it ends. A case that passed there is done. One that failed, or had not ended when the process
-  # did (a crash; a hang, at the group's cap), runs again alone below, where its own result counts;
-  # where the time left is too short for that, a failure in the group stands (and the case is left
-  # for a second call). The group's cap is the phase's time left, at most each case's share: 3 s
-  # for a case of the default cap, a listed case's own cap. A hang costs the cases after it, which
-  # then run alone or in a second call. A rehearsal runs the group too (every case fails there) and
-  # takes nothing from it.
+  # Pass 1: the cases in two processes, those of the default cap first, then the budget file's.
+  # Each process pays seconds to load LibTorch's CUDA libraries and make a CUDA context before its
+  # case starts, some forty times over where most cases take a few seconds; Catch2's XML reporter
+  # records each case's result as it ends. A case that passed there is done. One that failed, or
+  # had not ended when its process did (a crash; a hang, stopped by watch_group), runs again alone
+  # below, where its own result counts; where the time left is too short for that, a failure in a
+  # group stands (and the case is left for a second call). A group's cap is the phase's time left,
+  # at most its cases' share: 3 s for a case of the default cap, a listed case's own cap, plus 30.
+  # A rehearsal runs the groups too (every case fails there) and takes nothing from them.
   declare -A group_secs=() group_fail=()
-  group_names=()
-  group_limit=30
-  for row in "${order[@]}"; do
-    IFS=$'\t' read -r cap _ name <<< "$row"
-    group_names+=("$name")
-    if [ -n "${cap_of[$name]:-}" ]; then group_limit=$((group_limit + cap)); else group_limit=$((group_limit + 3)); fi
+  short_cases=() long_cases=()
+  for n in "${names[@]}"; do  # Catch2's order, which a group process keeps
+    if [ -n "${cap_of[$n]:-}" ]; then long_cases+=("$n"); else short_cases+=("$n"); fi
   done
-  gcap=$(( $(phase_left) - 20 )); [ "$gcap" -gt "$group_limit" ] && gcap=$group_limit
-  [ $rehearse = 1 ] && gcap=$((3 * ${#group_names[@]} + 60))
-  if [ ${#group_names[@]} -gt 1 ] && [ $stop = 0 ] && [ "$gcap" -ge 30 ]; then
-    printf '%s\n' "${group_names[@]}" | sed 's/\\/\\\\/g; s/,/\\,/g' > "$out/.group-names"
-    s0=$(date +%s)
-    timeout -s INT -k 5 "$gcap" "$TESTS" -f "$out/.group-names" -w NoTests --durations yes -r xml \
-      -o "$out/gpu-tests-group.xml" > "$out/gpu-tests-group.txt" 2>&1
-    rc=$?
-    rm -f "$out/.group-names"
-    while IFS=$'\t' read -r result secs name; do
-      [ $rehearse = 1 ] && continue
-      if [ "$result" = pass ]; then group_secs[$name]=$secs; else group_fail[$name]=$secs; fi
-    done < <($PY - "$out/gpu-tests-group.xml" <<'PYEOF'
-import html, re, sys
-try:
-    text = open(sys.argv[1], errors="replace").read()
-except OSError:
-    sys.exit(0)
-# A case is done when its element closed with its result (a process cut short leaves the last open).
-for m in re.finditer(r'<TestCase name="([^"]*)"((?:(?!<TestCase ).)*?)</TestCase>', text, re.S):
-    r = re.search(r'<OverallResult success="(true|false)"(?: durationInSeconds="([^"]*)")?', m.group(2))
-    if r:
-        result = "pass" if r.group(1) == "true" else "fail"
-        print(f"{result}\t{float(r.group(2) or 0):.1f}\t{html.unescape(m.group(1))}")
-PYEOF
-)
-    echo "the ${#group_names[@]} cases in one process: exit $rc after $(( $(date +%s) - s0 )) s" \
-      "(cap $gcap s), ${#group_secs[@]} passed there, ${#group_fail[@]} failed; the rest run alone"
-  fi
+  run_group gpu-tests-group "${short_cases[@]}"
+  run_group gpu-tests-group-2 "${long_cases[@]}"
   for row in "${order[@]}"; do
     IFS=$'\t' read -r cap _ name <<< "$row"
     if [ -n "${group_secs[$name]:-}" ]; then
       printf 'pass\t%s\t%s\t%s\n' "${group_secs[$name]}" "$cap" "$name" >> "$out/gpu-tests.tsv"
-      echo "== $name: pass in ${group_secs[$name]} s, in the group's process (gpu-tests-group.xml)" >> "$out/gpu-tests.txt"
+      echo "== $name: pass in ${group_secs[$name]} s, in a group's process (gpu-tests-group*.xml)" >> "$out/gpu-tests.txt"
       printf '%-9s %6s s  %s (in the group)\n' pass "${group_secs[$name]}" "$name"
       continue
     fi
@@ -459,7 +497,7 @@ PYEOF
     if [ $stop = 1 ] || { [ $rehearse = 0 ] && [ "$l" -lt "$need" ]; }; then
       if [ -n "${group_fail[$name]:-}" ]; then
         printf 'fail\t%s\t%s\t%s\n' "${group_fail[$name]}" "$cap" "$name" >> "$out/gpu-tests.tsv"
-        echo "== $name: fail in ${group_fail[$name]} s, in the group's process (its output: gpu-tests-group.xml); no time to run it alone" >> "$out/gpu-tests.txt"
+        echo "== $name: fail in ${group_fail[$name]} s, in a group's process (its output: gpu-tests-group*.xml); no time to run it alone" >> "$out/gpu-tests.txt"
         printf '%-9s %6s s  %s (in the group)\n' fail "${group_fail[$name]}" "$name"
         tests_rc=1
       else
