@@ -750,8 +750,20 @@ if start sanitizer; then
 fi
 
 if start imagenet; then
-  # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU.
-  keep_unfinished imagenet_files imagenet configs/imagenet/*.yaml
+  # The ladder on JPEGs: host decoding in the loader's threads up to nvJPEG on the GPU. --quick
+  # runs the rungs the goals read: host decode with the copy stream (04), device decode (05), and
+  # device decode under AMP, NHWC and the graph (08, a compute-bound step the decode must hide
+  # behind); the first run's nine rungs took 57 s. GPU_CHECK_IMAGENET (rung names) overrides.
+  imagenet_files=()
+  if [ $quick = 1 ]; then
+    for n in ${GPU_CHECK_IMAGENET:-04-copy-stream 05-device-decode 08-cuda-graph}; do
+      f=$(ls configs/imagenet/$n.yaml configs/imagenet/$n-*.yaml 2>/dev/null | head -1)
+      [ -n "$f" ] && imagenet_files+=("$f") || echo "imagenet: no profile configs/imagenet/$n: skipped"
+    done
+  else
+    imagenet_files=(configs/imagenet/*.yaml)
+  fi
+  keep_unfinished imagenet_files imagenet "${imagenet_files[@]}"
   [ ${#imagenet_files[@]} -gt 0 ] &&
     within $TB ladder "${imagenet_files[@]}" --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
 fi
