@@ -109,6 +109,7 @@ def second_call(t, d):
     dev["results"]["device_decode"] = {"images_hardware": 950, "images_region": 900, "images_cuda": 50,
                                        "images_workers": 0, "host_fallbacks": 0}
     write(f"{d}/decode", "device", dev)
+    write(f"{d}/decode", "host", rung(t, 100, decode="host", status="interrupted"))  # cut: the first call's stays
     text(f"{d}/gpu-tests.tsv", TSV + "pass\t40.0\t60\tcase C\n")
     text(f"{d}/gpu-tests.txt", "== case C: pass\n")
     text(f"{d}/sanitizer-memcheck.txt", "== memcheck: the decode case\nERROR SUMMARY: 0 errors (second call)\n")
@@ -164,7 +165,8 @@ def main():
         # The phases the first call cut and the second finished are not called cut.
         "- stopped before the end (rungs marked partial hold the rounds they finished): none",
     ], failures)
-    for unwanted in ["| not-run | 0 | 60 | case C |", "| device | device | 9000.0 |", "Traceback"]:
+    for unwanted in ["| not-run | 0 | 60 | case C |", "| device | device | 9000.0 |", "| host | host | 100.0 |",
+                     "Traceback"]:
         if unwanted in page or unwanted in run.stderr:
             failures.append(f"unexpected: {unwanted}")
     if page.count("case C |") != 1:

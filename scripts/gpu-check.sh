@@ -58,12 +58,12 @@ done
 # back when it has been idle a while, and a fresh one has only what the second call brings.
 continue_tmp=""
 if [ -n "${continue_from:-}" ] && [ -f "$continue_from" ]; then
-  continue_tmp=$(mktemp -d)
+  continue_tmp=$(mktemp -d) || { echo "gpu-check.sh: --continue: cannot make a folder to unpack $continue_from in" >&2; exit 2; }
   trap 'rm -rf "$continue_tmp"' EXIT
   tar -C "$continue_tmp" -xzf "$continue_from" 2>/dev/null ||
     { echo "gpu-check.sh: --continue: $continue_from is neither a folder nor a .tar.gz of one" >&2; exit 2; }
-  unpacked=$(find "$continue_tmp" -mindepth 1 -maxdepth 1 -type d | head -1)
-  continue_from=${unpacked:-$continue_tmp}
+  unpacked=$(find "$continue_tmp" -maxdepth 2 -name skipped.txt | head -1)
+  continue_from=$(dirname "${unpacked:-$continue_tmp/none}")
 fi
 if [ -n "${continue_from:-}" ]; then
   [ -f "$continue_from/skipped.txt" ] && [ -f "$continue_from/cut.txt" ] ||
@@ -225,6 +225,7 @@ within() { limited 999999 8 "$@"; }
 # merges both calls rung by rung, so a rung is not measured twice while a later one waits.
 unfinished() {
   local part=$1; shift
+  [ $# -gt 0 ] || return 0
   if [ -z "${continue_from:-}" ]; then printf '%s\n' "$@"; return; fi
   $PY - "$continue_from/$part" "$@" <<'PYEOF'
 import json, os, sys
@@ -383,6 +384,7 @@ watch_group() {
     name=${cases[$ended]}; cap=${cap_of[$name]:-30}
     if [ $(( $(date +%s) - since )) -gt $((cap + 15)) ]; then
       echo "the group's process: '$name' ran past its cap of $cap s: stopped; the cases after it run alone"
+      printf '%s\n' "$name" > "$xml.hung"
       kill -INT "$pid" 2>/dev/null
       return
     fi
@@ -411,8 +413,14 @@ run_group() {
   if [ $rehearse = 0 ]; then watch_group "$gpid" "$out/$file.xml" "$@" & wpid=$!; fi
   wait "$gpid"
   rc=$?
+  # A signal to the script ends the wait, not the group: stop it before anything reads its files.
+  while kill -0 "$gpid" 2>/dev/null; do kill -INT "$gpid" 2>/dev/null; wait "$gpid"; rc=$?; done
   [ -z "$wpid" ] || { kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null; }
   rm -f "$out/.group-names"
+  if [ -s "$out/$file.xml.hung" ]; then
+    group_hung[$(cat "$out/$file.xml.hung")]=1
+    rm -f "$out/$file.xml.hung"
+  fi
   while IFS=$'\t' read -r result secs name; do
     [ $rehearse = 1 ] && continue
     if [ "$result" = pass ]; then group_secs[$name]=$secs; else group_fail[$name]=$secs; fi
@@ -422,14 +430,26 @@ try:
     text = open(sys.argv[1], errors="replace").read()
 except OSError:
     sys.exit(0)
-# A case is done when its element closed with its result (a process cut short leaves the last open).
+# A case is done when its element closed with its result. Catch2 closes the running case on SIGINT
+# too (the cap, the watchdog, a signal to the kit), as a failure that names the signal: that case
+# did not finish, it did not fail.
 for m in re.finditer(r'<TestCase name="([^"]*)"((?:(?!<TestCase ).)*?)</TestCase>', text, re.S):
     r = re.search(r'<OverallResult success="(true|false)"(?: durationInSeconds="([^"]*)")?', m.group(2))
-    if r:
+    if r and not re.search(r'<FatalErrorCondition[^>]*>\s*SIGINT\b', m.group(2)):
         result = "pass" if r.group(1) == "true" else "fail"
         print(f"{result}\t{float(r.group(2) or 0):.1f}\t{html.unescape(m.group(1))}")
 PYEOF
 )
+  # The watchdog takes the case after the last that ended to be the one running: Catch2 must run
+  # them in the list's order. A rehearsal, whose cases all end at once, checks that it does.
+  if [ $rehearse = 1 ]; then
+    local ran
+    ran=$($PY -c 'import html, re, sys
+print("\n".join(html.unescape(n) for n in re.findall(r"<TestCase name=\"([^\"]*)\"", open(sys.argv[1]).read())))' \
+      "$out/$file.xml")
+    if [ "$ran" = "$(printf '%s\n' "$@")" ]; then echo "$file: Catch2 ran the $# cases in the list's order"
+    else echo "$file: broken: Catch2 ran the cases in another order than the list's, which the watchdog assumes"; tests_rc=1; fi
+  fi
   echo "$file: $# cases in one process: exit $rc after $(( $(date +%s) - s0 )) s (cap $gcap s);" \
     "${#group_secs[@]} passed and ${#group_fail[@]} failed in the groups so far; the rest run alone"
 }
@@ -472,7 +492,7 @@ if start tests; then
   # group stands (and the case is left for a second call). A group's cap is the phase's time left,
   # at most its cases' share: 3 s for a case of the default cap, a listed case's own cap, plus 30.
   # A rehearsal runs the groups too (every case fails there) and takes nothing from them.
-  declare -A group_secs=() group_fail=()
+  declare -A group_secs=() group_fail=() group_hung=()
   short_cases=() long_cases=()
   for n in "${names[@]}"; do  # Catch2's order, which a group process keeps
     if [ -n "${cap_of[$n]:-}" ]; then long_cases+=("$n"); else short_cases+=("$n"); fi
@@ -485,6 +505,15 @@ if start tests; then
       printf 'pass\t%s\t%s\t%s\n' "${group_secs[$name]}" "$cap" "$name" >> "$out/gpu-tests.tsv"
       echo "== $name: pass in ${group_secs[$name]} s, in a group's process (gpu-tests-group*.xml)" >> "$out/gpu-tests.txt"
       printf '%-9s %6s s  %s (in the group)\n' pass "${group_secs[$name]}" "$name"
+      continue
+    fi
+    # A case the watchdog stopped would likely hang alone too: its cap once is enough this call.
+    if [ -n "${group_hung[$name]:-}" ]; then
+      printf 'timeout\t%s\t%s\t%s\n' "$((cap + 15))" "$cap" "$name" >> "$out/gpu-tests.tsv"
+      echo "== $name: timeout in a group's process, past its cap of $cap s (its output: gpu-tests-group*.txt); not run again in this call" >> "$out/gpu-tests.txt"
+      printf '%-9s %6s s  %s (in the group)\n' timeout "$((cap + 15))" "$name"
+      echo "$name" >> "$out/gpu-tests-left.txt"
+      tests_rc=1
       continue
     fi
     # Catch2's test spec: a comma separates two specs, a backslash escapes.

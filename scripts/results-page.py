@@ -469,17 +469,20 @@ def parts(dirs, name):
 
 
 def decode_reports(dirs):
-    """decode/<mode>.json over the calls: a mode's report from the last call that wrote one (a
-    second call's cut decode phase leaves the first call's modes standing)."""
+    """decode/<mode>.json over the calls: a mode's report from the last call that wrote one, unless
+    only an earlier one finished (a second call's cut decode phase leaves the first call's modes
+    standing)."""
     out = {}
     for mode in ("device", "host", "device-whole", "device-general"):
         for d in dirs:
             f = os.path.join(d, "decode", f"{mode}.json")
-            if os.path.exists(f):
-                try:
-                    out[mode] = json.load(open(f))
-                except ValueError:
-                    pass
+            try:
+                r = json.load(open(f))
+            except (OSError, ValueError):
+                continue
+            if mode in out and out[mode].get("status") == "ok" and r.get("status") != "ok":
+                continue
+            out[mode] = r
     return out
 
 
