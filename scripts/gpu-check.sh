@@ -369,7 +369,8 @@ fi
 tests_rc=0
 if start tests; then
   # Each [gpu] test case within the phase's time (scripts/gpu-tests.sh: group processes, then alone).
-  bash scripts/gpu-tests.sh --tests "$TESTS" --out "$out" --seconds "$(phase_left)" --python "$PY" \
+  tests_s=$(phase_left); [ "$tests_s" -gt 0 ] || tests_s=0
+  bash scripts/gpu-tests.sh --tests "$TESTS" --out "$out" --seconds "$tests_s" --python "$PY" \
     ${tests_from:+--tests-from "$tests_from"} $([ $rehearse = 1 ] && echo --rehearse)
   tests_rc=$?
   [ $tests_rc = 2 ] && die "the tests phase could not start (above)"

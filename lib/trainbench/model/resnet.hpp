@@ -52,8 +52,8 @@ resnet make_resnet(const std::string& arch, std::int64_t num_classes, bool zero_
 
 std::int64_t parameter_count(torch::nn::Module& m);
 
-// model.channels_last's weights: every 4-d parameter (the convolutions') in NHWC, set in place so
-// that an optimizer made afterwards holds the same tensors.
+// model.channels_last's weights: every 4-d parameter (the convolutions') in NHWC. The data is
+// swapped under each parameter (set_data), so the module keeps its parameter tensors.
 void weights_to_channels_last(torch::nn::Module& m);
 
 }  // namespace trainbench
