@@ -238,6 +238,9 @@ batch_search_request search_request(const profile& p, c10::Device device, bool g
   r.cuda_graph = graph;
   r.pad_stem = pads_stem(p, true, device.str());
   r.input_buffers = p.transfer.copy_stream ? p.transfer.depth : 1;
+  // data.preprocess: device makes each float batch on the device through a resized and a
+  // normalised copy, in the allocator's ordinary pool, beside a graph's own: two batches more.
+  if (p.data.preprocess == preprocess_place::device) r.input_buffers += 2;
   r.step = make_step_options(p, device);
   return r;
 }

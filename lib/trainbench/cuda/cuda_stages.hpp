@@ -75,7 +75,7 @@ struct batch_search_request {
   bool channels_last = false;
   bool cuda_graph = false;
   bool pad_stem = false;  // the model's stem on 4 channels (backend.pad_stem, where it takes effect)
-  int input_buffers = 1;  // device batch buffers the transfer stage will hold
+  int input_buffers = 1;  // float batches the run holds beside the step: the transfer stage's, device preprocessing's
   step_options step;
 };
 // The largest batch whose whole training step fits (powers of two, then a binary search);
