@@ -11,6 +11,7 @@
 
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/model/resnet.hpp"
+#include "trainbench/util/log.hpp"
 
 namespace trainbench {
 namespace {
@@ -55,8 +56,11 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     ok = false;
   } catch (const c10::Error& e) {
     // cuBLAS and cuDNN report a failed workspace allocation as their own status, not as the
-    // caching allocator's OutOfMemoryError; at this batch size that is the same answer.
+    // caching allocator's OutOfMemoryError; at this batch size that is the same answer. Said in
+    // the log, where a failure at the smallest batch would otherwise read as "nothing fits".
     if (!allocation_failure(e.what_without_backtrace())) throw;
+    log_info("batch_size: auto: batch " + std::to_string(batch) + " does not fit: " +
+             std::string(e.what_without_backtrace()).substr(0, 200));
     ok = false;
   }
   // cuBLAS keeps a workspace per handle and stream for the life of the process, and each try's
