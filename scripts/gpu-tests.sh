@@ -16,8 +16,8 @@
 # Out, in DIR: gpu-tests.tsv (status, seconds, cap, name), gpu-tests.txt (each case's output),
 # gpu-tests-left.txt (the cases not finished: --tests-from of a second call), gpu-tests-group.xml
 # and gpu-tests-group-2.xml with their .txt (the group processes).
-# Exit 0 when every case passed (or was rehearsed), 1 otherwise, 2 on bad usage or a binary that
-# lists no [gpu] case. SIGINT or SIGTERM: no further case starts.
+# Exit 0 when every case passed (or was rehearsed), 1 when one failed, timed out or did not run, 2
+# on bad usage or a binary that lists no [gpu] case. SIGINT or SIGTERM: no further case starts.
 set -uo pipefail
 TESTS="" out="" seconds="" budget_file=$(dirname "$0")/gpu-tests-budget.txt tests_from="" rehearse=0 PY=python3
 while [ $# -gt 0 ]; do
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     --tests-from) tests_from=$2; shift 2 ;;
     --rehearse) rehearse=1; shift ;;
     --python) PY=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-tests.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -203,11 +203,12 @@ for row in "${order[@]}"; do
   if [ $stop = 1 ] || { [ $rehearse = 0 ] && [ "$l" -lt "$need" ]; }; then
     if [ -n "${group_fail[$name]:-}" ]; then
       printf 'fail\t%s\t%s\t%s\n' "${group_fail[$name]}" "$cap" "$name" >> "$out/gpu-tests.tsv"
-      echo "== $name: fail in ${group_fail[$name]} s, in a group's process (its output: gpu-tests-group*.xml); no time to run it alone" >> "$out/gpu-tests.txt"
+      echo "== $name: fail in ${group_fail[$name]} s, in a group's process (its output: gpu-tests-group*.xml); not run alone ($([ $stop = 1 ] && echo "stopped by a signal" || echo "no time left"))" >> "$out/gpu-tests.txt"
       printf '%-9s %6s s  %s (in the group)\n' fail "${group_fail[$name]}" "$name"
       tests_rc=1
     else
       printf 'not-run\t0\t%s\t%s\n' "$cap" "$name" >> "$out/gpu-tests.tsv"
+      tests_rc=1
     fi
     echo "$name" >> "$out/gpu-tests-left.txt"
     continue

@@ -57,9 +57,9 @@ std::string orphans(const std::string& name) {
 
 TEST_CASE("GPU kit tests phase: a hang costs its cap, a failure beside others reruns alone, hidden cases stay out") {
   const auto dir = tbtest::scratch("gpu-kit-tests");
-  const auto r = tbtest::run_shell(kit(dir, "cases-hang") + "; echo \"exit $?\"; " + orphans("cases-hang"));
+  const auto r = tbtest::run_shell(kit(dir, "cases-hang") + "; echo \"kit exit $?\"; " + orphans("cases-hang"));
   INFO(r.output);
-  CHECK(r.output.find("exit 1") != std::string::npos);
+  CHECK(r.output.find("kit exit 1\n") != std::string::npos);
   CHECK(r.output.find("none left") != std::string::npos);
   const auto s = statuses(dir / "out");
   CHECK(s.size() == 6);  // the hidden benchmark is not among them
@@ -80,10 +80,10 @@ TEST_CASE("GPU kit tests phase: SIGTERM stops the group's process, and what it w
   // from a terminal or a timeout, its SIGTERM from anywhere.)
   const std::string group2 = (dir / "out/gpu-tests-group-2.xml").string();
   const auto r = tbtest::run_shell(kit(dir, "cases-term") + " & p=$!; for i in $(seq 600); do [ -e '" + group2 +
-                                   "' ] && break; sleep 0.1; done; sleep 2; kill -TERM $p; wait $p; echo \"exit $?\"; " +
+                                   "' ] && break; sleep 0.1; done; sleep 2; kill -TERM $p; wait $p; echo \"kit exit $?\"; " +
                                    orphans("cases-term"));
   INFO(r.output);
-  CHECK(r.output.find("exit 1") != std::string::npos);
+  CHECK(r.output.find("kit exit 1\n") != std::string::npos);
   CHECK(r.output.find("none left") != std::string::npos);
   const auto s = statuses(dir / "out");
   CHECK(s.at("passes") == "pass");
