@@ -242,6 +242,16 @@ for f in files:
         print(f"run\t{f}")
 PYEOF
 }
+# The profiles of configs/FOLDER named by rung (the name, or its number: 05 or 05-recipe), in the
+# order given, into the array named $1; a name that matches no profile is said and skipped.
+rungs_named() {
+  local -n named=$1; local folder=$2 n f; shift 2
+  named=()
+  for n in "$@"; do
+    f=$(ls "configs/$folder/$n.yaml" configs/$folder/$n-*.yaml 2>/dev/null | head -1)
+    [ -n "$f" ] && named+=("$f") || echo "$folder: no profile configs/$folder/$n: skipped"
+  done
+}
 # unfinished's output: the files to run into the array named $1, its other lines to the log.
 keep_unfinished() {
   local -n into=$1; shift
@@ -444,13 +454,7 @@ if start plus; then
     echo "plus: no configs/best: skipped"
   fi
   plus_files=(configs/ladder-plus/*.yaml)
-  if [ $quick = 1 ]; then
-    plus_files=()
-    for n in 02 03 06; do
-      f=$(ls configs/ladder-plus/$n-*.yaml 2>/dev/null | head -1)
-      [ -n "$f" ] && plus_files+=("$f") || echo "plus: no profile configs/ladder-plus/$n-*: skipped"
-    done
-  fi
+  [ $quick = 1 ] && rungs_named plus_files ladder-plus 02 03 06
   keep_unfinished plus_files ladder-plus "${plus_files[@]}"
   [ ${#plus_files[@]} -gt 0 ] &&
     within $TB ladder "${plus_files[@]}" --out "$out/ladder-plus" --rounds $rounds_other --quiet "${sets[@]}"
@@ -482,16 +486,11 @@ if start resnet50; then
   # same for the compiled step), then the graph alone (07) and the host's loader (05). The reports
   # carry the share of the tensor-core peak. GPU_CHECK_RESNET50 (rung names) overrides.
   r50=("${sets[@]}")
-  r50_files=()
+  r50_files=(configs/resnet50/*.yaml)
   if [ $quick = 1 ]; then
     [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
-    for n in ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem 08-recipe-imagefolder \
-               10-compile-imagefolder 07-cuda-graph 05-recipe}; do
-      f=$(ls configs/resnet50/$n.yaml configs/resnet50/$n-*.yaml 2>/dev/null | head -1)
-      [ -n "$f" ] && r50_files+=("$f") || echo "resnet50: no profile configs/resnet50/$n: skipped"
-    done
-  else
-    r50_files=(configs/resnet50/*.yaml)
+    rungs_named r50_files resnet50 ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem \
+      08-recipe-imagefolder 10-compile-imagefolder 07-cuda-graph 05-recipe}
   fi
   keep_unfinished r50_files resnet50 "${r50_files[@]}"
   [ ${#r50_files[@]} -gt 0 ] &&
@@ -600,15 +599,8 @@ if start imagenet; then
   # runs the rungs the goals read: host decode with the copy stream (04), device decode (05), and
   # device decode under AMP, NHWC and the graph (08, a compute-bound step the decode must hide
   # behind); the first run's nine rungs took 57 s. GPU_CHECK_IMAGENET (rung names) overrides.
-  imagenet_files=()
-  if [ $quick = 1 ]; then
-    for n in ${GPU_CHECK_IMAGENET:-04-copy-stream 05-device-decode 08-cuda-graph}; do
-      f=$(ls configs/imagenet/$n.yaml configs/imagenet/$n-*.yaml 2>/dev/null | head -1)
-      [ -n "$f" ] && imagenet_files+=("$f") || echo "imagenet: no profile configs/imagenet/$n: skipped"
-    done
-  else
-    imagenet_files=(configs/imagenet/*.yaml)
-  fi
+  imagenet_files=(configs/imagenet/*.yaml)
+  [ $quick = 1 ] && rungs_named imagenet_files imagenet ${GPU_CHECK_IMAGENET:-04-copy-stream 05-device-decode 08-cuda-graph}
   keep_unfinished imagenet_files imagenet "${imagenet_files[@]}"
   [ ${#imagenet_files[@]} -gt 0 ] &&
     within $TB ladder "${imagenet_files[@]}" --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
