@@ -227,6 +227,16 @@ bool pads_stem(const profile& p, bool on_cuda, const std::string& device) {
   return p.backend.pad_stem && takes_effect(p, device_kind{on_cuda, device, true}, "backend.pad_stem");
 }
 
+// backend.compile's batch norms, as the run and the batch-size search fuse them.
+fusion_request compile_fusion_request(const profile& p, c10::Device device) {
+  fusion_request fr;
+  fr.device = device;
+  fr.amp = p.train.amp;
+  fr.channels_last = true;
+  fr.route = fused_batch_norm_route(p);
+  return fr;
+}
+
 // The search sizes the step the run will take: with a graph only where the run captures one.
 batch_search_request search_request(const profile& p, c10::Device device, bool graph) {
   batch_search_request r;
@@ -242,6 +252,7 @@ batch_search_request search_request(const profile& p, c10::Device device, bool g
   // normalised copy, in the allocator's ordinary pool, beside a graph's own: two batches more.
   if (p.data.preprocess == preprocess_place::device) r.input_buffers += 2;
   r.step = make_step_options(p, device);
+  if (p.backend.compile) r.fusion = compile_fusion_request(p, device);
   return r;
 }
 
@@ -397,12 +408,8 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
     if (p.backend.compile) {
       // In the order a step meets them; the graph is added below once it is built.
       e.compile.push_back("channels_last");
-      fusion_request fr;
-      fr.device = device;
-      fr.amp = p.train.amp;
-      fr.channels_last = true;
+      fusion_request fr = compile_fusion_request(p, device);
       fr.input_shape = shape;
-      fr.route = fused_batch_norm_route(p);
       const fusion_outcome fused = fuse_batch_norm(model, fr);
       for (const auto& f : fused.applied) e.compile.push_back(f);
       for (const auto& f : fused.ineffective) e.notes.push_back("backend.compile: " + f);

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -253,6 +254,29 @@ TEST_CASE("batch_size: auto starts from the profile's seed: first loss as with t
   const run_out given = run_profile(yaml, {"train.batch_size=" + std::to_string(searched.batch)});
   CHECK(given.batch == searched.batch);
   CHECK(searched.loss_first == Approx(given.loss_first).epsilon(1e-6));
+}
+
+// Each try fuses the batch norms as the run does, the shapes checked before its first step: the
+// fused ops' workspaces, masks and per-shape checks are then in what the search sized.
+TEST_CASE("batch_size: auto with backend.compile sizes the fused step, and the run trains at the size found", "[gpu]") {
+  require_cuda();
+  const auto dir = tbtest::scratch("gpu-auto-compile");
+  tbtest::write_text(dir / "p.yaml", tbgpu::auto_seed_profile());
+  effective_settings e;
+  std::int64_t parameters = 0;
+  const profile prof = load_profile(dir / "p.yaml", {"backend.compile=true", "train.amp=fp16"}).value;
+  pipeline p = build_pipeline(prof, build_options{}, e, parameters);
+  runner r(p, prof.measure);
+  r.run();
+  for (const auto& part : e.compile) UNSCOPED_INFO("compile: " << part);
+  for (const auto& note : e.notes) UNSCOPED_INFO("note: " << note);
+  REQUIRE(e.batch_size >= 8);
+  REQUIRE(!e.batch_size_search.empty());
+  CHECK(std::count(e.batch_size_search.begin(), e.batch_size_search.end(), std::make_pair(e.batch_size, true)) == 1);
+  CHECK(std::isfinite(*r.result().loss_first));
+  const bool fused = std::any_of(e.compile.begin(), e.compile.end(),
+                                 [](const std::string& part) { return part.rfind("batch norm", 0) == 0; });
+  if (!fused) WARN("no batch norm fused on this GPU (the notes say why): the search sized the unfused step");
 }
 
 TEST_CASE("window syncs wait on the run's GPU, whichever device is current", "[gpu]") {

@@ -40,6 +40,14 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     model->train();
     model->set_stem_padded(r.pad_stem);
     const std::vector<std::int64_t> shape{batch, 3, r.image_size, r.image_size};
+    if (r.fusion) {
+      // The fused ops take their workspaces, masks and saved statistics from the caching
+      // allocator, and their per-shape checks run scratch problems of the batch's shapes: sized
+      // here as the run will meet them, before the first step.
+      fusion_request fused = *r.fusion;
+      fused.input_shape = shape;
+      fuse_batch_norm(model, fused);
+    }
     auto step = r.cuda_graph ? make_graph_step(model, r.step, shape, r.channels_last) : make_eager_step(model, r.step);
     auto opts = at::TensorOptions().device(r.device);
     std::vector<at::Tensor> ring;

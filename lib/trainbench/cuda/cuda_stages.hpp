@@ -2,12 +2,14 @@
 // Entry points to everything that needs CUDA. With a CUDA LibTorch they are implemented in this
 // folder; without one, a stub throws if they are ever reached (the CPU path never reaches them).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trainbench/config/profile.hpp"
 #include "trainbench/measure/clock.hpp"
 #include "trainbench/measure/probe.hpp"
+#include "trainbench/model/fusion.hpp"
 #include "trainbench/stages/train_step.hpp"
 #include "trainbench/stages/transfer.hpp"
 
@@ -77,6 +79,9 @@ struct batch_search_request {
   bool pad_stem = false;  // the model's stem on 4 channels (backend.pad_stem, where it takes effect)
   int input_buffers = 1;  // float batches the run holds beside the step: the transfer stage's, device preprocessing's
   step_options step;
+  // backend.compile: each try fuses the batch norms as the run does (input_shape is set to the
+  // try's batch, so every shape is built and checked before its first step, as in the run).
+  std::optional<fusion_request> fusion;
 };
 // The largest batch whose whole training step fits (powers of two, then a binary search);
 // every try is recorded in `trials` as (batch, fitted).
