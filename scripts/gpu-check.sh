@@ -463,14 +463,17 @@ fi
 if start decode; then
   # bench-data on the JPEGs with the goal's profiles (configs/decode: batch 256, RandomResizedCrop
   # 224, 16 loader workers): decoded by libjpeg-turbo in the workers (host.yaml, one worker per
-  # core of this host) and by nvJPEG on the GPU (device.yaml), then the device decoding whole
-  # images (data.partial_decode: false: what the engines' regions of interest buy), and the device
-  # with the files the engines cannot take on nvJPEG's general backend (data.decode_off_engines:
-  # device: what decoding them in the workers buys); ratios on the page.
+  # core of this host) and by nvJPEG on the GPU (device.yaml), then the device with 35% of each
+  # batch decoded by the workers (data.device_decode_share 0.65, DALI's default hw_decoder_load:
+  # engines and cores together), the device decoding whole images (data.partial_decode: false:
+  # what the engines' regions of interest buy), and the device with the files the engines cannot
+  # take on nvJPEG's general backend (data.decode_off_engines: device: what decoding them in the
+  # workers buys); ratios on the page.
   mkdir -p "$out/decode"
-  for mode in device host device-whole device-general; do
+  for mode in device host device-share device-whole device-general; do
     extra=()
     [ $mode = host ] && extra=(--set data.workers=$(nproc))
+    [ $mode = device-share ] && extra=(--set data.device_decode_share=0.65)
     [ $mode = device-whole ] && extra=(--set data.partial_decode=false)
     [ $mode = device-general ] && extra=(--set data.decode_off_engines=device)
     within $TB bench-data -q -c configs/decode/${mode%%-*}.yaml "${extra[@]}" \

@@ -133,6 +133,7 @@ std::unique_ptr<transfer_stage> device_decoder(const profile& p, c10::Device dev
     no.copy_stream = p.transfer.copy_stream;
     no.regions = p.data.partial_decode;
     no.off_engines_on_workers = p.data.decode_off_engines == decode_place::host;
+    if (no.off_engines_on_workers) no.device_share = p.data.device_decode_share;
     no.max_image_pixels = p.data.max_image_pixels;
     no.skip_bad_files = p.data.on_bad_file == bad_file_policy::skip;
     stage = make_nvjpeg_transfer(device, no, why);
@@ -182,6 +183,7 @@ std::unique_ptr<batch_loader> make_loader(const profile& p, const build_options&
   lo.folder.partial_decode = p.data.partial_decode;
   lo.encoded = encoded && data->files();
   lo.folder.decode_off_engines = lo.encoded && p.data.decode_off_engines == decode_place::host;
+  if (lo.folder.decode_off_engines) lo.folder.device_share = p.data.device_decode_share;
   // data.decode: device: pinned memory holds the compressed files (the labels besides).
   if (lo.encoded && pin) lo.file_ring_bytes = batch_loader::file_ring_size(lo);
   lo.trace = trace;

@@ -221,3 +221,30 @@ TEST_CASE("data.decode_off_engines: device is judged ineffective where nvJPEG do
   p.data.decode_off_engines = decode_place::host;  // the default is never named
   CHECK_FALSE(named(ineffective_switches(p, device_kind{true, "cuda:0", true})));
 }
+
+TEST_CASE("data.device_decode_share is judged ineffective where the workers do not decode for nvJPEG") {
+  profile p;
+  p.data.source = data_source::imagefolder;
+  p.data.decode = decode_place::device;
+  p.data.device_decode_share = 0.65;
+  auto why = [](const profile& q, const device_kind& d) {
+    for (const auto& s : ineffective_switches(q, d))
+      if (s.key == "data.device_decode_share") return s.why;
+    return std::string();
+  };
+  const device_kind gpu{true, "cuda:0", true};
+  CHECK(why(p, gpu).empty());
+  CHECK_THAT(why(p, device_kind{true, "cuda:0", false}), Catch::Contains("nvJPEG does not decode here"));
+  CHECK_THAT(why(p, device_kind{false, "cpu", true}), Catch::Contains("nvJPEG does not decode here"));
+  p.data.decode_off_engines = decode_place::device;
+  CHECK_THAT(why(p, gpu), Catch::Contains("decode_off_engines: host"));
+  p.data.decode_off_engines = decode_place::host;
+  p.data.decode = decode_place::host;
+  CHECK_THAT(why(p, gpu), Catch::Contains("nvJPEG does not decode here"));
+  p.data.device_decode_share = 1;  // the default is never named
+  CHECK(why(p, gpu).empty());
+  const auto dir = tbtest::scratch("device-decode-share-key");
+  tbtest::write_text(dir / "p.yaml", "name: p\ndata: {device_decode_share: 0.65}\n");
+  CHECK(load_profile(dir / "p.yaml").value.data.device_decode_share == 0.65);
+  CHECK_THAT(to_yaml(load_profile(dir / "p.yaml").value), Catch::Contains("device_decode_share: 0.65"));
+}

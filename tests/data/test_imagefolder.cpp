@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -570,17 +572,20 @@ TEST_CASE("data.decode: device with decode_off_engines: the workers decode what 
   const auto ds = read_image_folder(engine_mix_folder(), "train");
   const file_list& files = *ds->files();
   const int size = 32, batch = 4;
-  for (bool partial : {true, false}) {
-    INFO((partial ? "regions" : "whole images"));
+  // data.device_decode_share 0.5: the workers decode the files the engines could take at the
+  // positions beyond the share too, and crop them as the host path does.
+  for (const auto& [partial, share] : {std::pair{true, 1.0}, std::pair{false, 1.0}, std::pair{true, 0.5}}) {
+    INFO((partial ? "regions" : "whole images") << ", share " << share);
     auto ho = folder_loader(1, batch, size);
     ho.folder.partial_decode = false;
     auto eo = folder_loader(1, batch, size);
     eo.encoded = true;
     eo.folder.partial_decode = partial;
     eo.folder.decode_off_engines = true;
+    eo.folder.device_share = share;
     batch_loader host(ds, ho), enc(ds, eo);
     const fused_crop_normalizer norm = fused_normalizer(normalizer(eo.mean, eo.std));
-    int decoded = 0, sent = 0, smaller = 0;
+    int decoded = 0, sent = 0, smaller = 0, shared = 0;
     for (std::int64_t b = 0; b < enc.batches_per_epoch(); ++b) {
       const host_batch& h = host.next();
       const host_batch& batch_e = enc.next();
@@ -594,13 +599,14 @@ TEST_CASE("data.decode: device with decode_off_engines: the workers decode what 
         const bool engines = e.markers[i].engine_kind();
         CHECK(engines == (name.find("prog") == std::string::npos && name.find("progressive") == std::string::npos &&
                           name.find("cmyk") == std::string::npos));
-        if (engines) {
+        if (engines && offered_to_device(static_cast<std::int64_t>(i), share)) {
           CHECK(r.width == 0);
           CHECK(e.sizes[i] == e.markers[i].end);
           ++sent;
           continue;
         }
         ++decoded;
+        shared += engines;
         REQUIRE(r.width > 0);
         REQUIRE(e.sizes[i] == static_cast<std::size_t>(r.width) * r.height * 3);
         REQUIRE(r.x0 >= 0);
@@ -622,8 +628,10 @@ TEST_CASE("data.decode: device with decode_off_engines: the workers decode what 
       host.release(h);
     }
     CHECK(decoded >= 6);  // five progressive files, two CMYK: some may fall outside the epoch's whole batches
-    CHECK(sent >= 8);
+    CHECK(sent >= (share < 1 ? 4 : 8));
     if (partial) CHECK(smaller > 0);
+    if (share < 1) CHECK(shared >= 4);  // files the engines could take, decoded by the share
+    if (share == 1) CHECK(shared == 0);
   }
   // Without the switch every file travels as its bytes.
   auto o = folder_loader(1, batch, size);
@@ -679,6 +687,55 @@ TEST_CASE("data.decode: device: a file the JPEG engines refused at run time is d
   batch_loader plain(ds, o);
   CHECK_FALSE(plain.decode_on_workers(file));
   CHECK(plain.files_moved_to_workers() == 0);
+}
+
+// data.device_decode_share: exactly floor(n * share) of a batch's first n positions are offered to
+// the device, spread evenly, the same in every worker and run.
+TEST_CASE("data.device_decode_share: floor(n x share) of every batch's first n positions are offered, spread evenly") {
+  for (double share : {0.0, 0.1, 0.25, 0.5, 0.65, 0.7, 0.99, 1.0}) {
+    INFO("share " << share);
+    const auto parts = static_cast<std::int64_t>(share * (1 << 20) + 0.5);
+    std::int64_t offered = 0, run = 0, longest_run = 0;
+    for (std::int64_t n = 1; n <= 1024; ++n) {
+      const bool o = offered_to_device(n - 1, share);
+      offered += o;
+      run = o ? 0 : run + 1;
+      longest_run = std::max(longest_run, run);
+      REQUIRE(offered == (share >= 1 ? n : n * parts >> 20));
+    }
+    // Spread: never more positions in a row to the workers than 1 / share rounds up to.
+    if (share > 0) CHECK(longest_run <= static_cast<std::int64_t>(std::ceil(1 / share)));
+  }
+  CHECK(offered_to_device(0, 1.0));
+  CHECK_FALSE(offered_to_device(1000, 0.0));
+}
+
+// The split is by position in the batch: the same files decoded by the workers whatever their number.
+TEST_CASE("data.device_decode_share: the same positions decoded by the workers whatever the worker count") {
+  const auto ds = read_image_folder(engine_mix_folder(), "train");
+  const int batch = 4;
+  auto run = [&](int workers) {
+    auto o = folder_loader(workers, batch, 32);
+    o.encoded = true;
+    o.folder.decode_off_engines = true;
+    o.folder.device_share = 0.5;
+    batch_loader loader(ds, o);
+    std::vector<std::pair<std::int64_t, bool>> seen;  // file, decoded by the workers
+    for (std::int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+      const host_batch& h = loader.next();
+      const encoded_batch& e = *h.encoded;
+      for (std::size_t i = 0; i < e.indices.size(); ++i) {
+        seen.emplace_back(e.indices[i], e.decoded[i].width > 0);
+        if (!offered_to_device(static_cast<std::int64_t>(i), 0.5)) CHECK(e.decoded[i].width > 0);
+      }
+      loader.release(h);
+    }
+    return seen;
+  };
+  const auto one = run(1);
+  CHECK(one.size() >= 8);
+  CHECK(run(2) == one);
+  CHECK(run(0) == one);
 }
 
 TEST_CASE("data.decode: device batches leave a Motion Photo's trailing video out of the bytes sent") {

@@ -401,11 +401,12 @@ struct kinds_batch {
   at::Tensor expected, got;
   std::vector<bool> on_workers;  // decoded by a loader worker
 };
-kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines) {
+kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines, double share = 1.0) {
   const auto ds = read_image_folder(kinds_folder(), "train");
   loader_options ho = options(false), fo = options(true);
   fo.pin_memory = pinned;
   fo.folder.decode_off_engines = off_engines;
+  fo.folder.device_share = share;
   if (pinned) fo.file_ring_bytes = batch_loader::file_ring_size(fo);
   batch_loader host(ds, ho), files(ds, fo);
   REQUIRE(files.file_ring_pinned() == pinned);
@@ -455,15 +456,16 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
 // regions, libjpeg-turbo), the device copies those pixels up and crops them with the fused
 // kernel: those images must be the host path's within the kernel's float tolerance (the same
 // libjpeg-turbo pixels), the rest within IDCT tolerance, and nothing goes to the general backend
-// or the training thread's libjpeg-turbo.
+// or the training thread's libjpeg-turbo. With data.device_decode_share 0.5 the workers decode
+// every other position besides, baseline files included, and the batch is the same.
 TEST_CASE("the loader's workers decode what the JPEG engines cannot take, and the device crops it as the host path does",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const c10::Device device(c10::kCUDA, 0);
-  for (bool pinned : {false, true}) {
-    INFO((pinned ? "pinned file ring" : "pageable files"));
+  for (const auto& [pinned, share] : {std::pair{false, 1.0}, std::pair{true, 1.0}, std::pair{true, 0.5}}) {
+    INFO((pinned ? "pinned file ring" : "pageable files") << ", data.device_decode_share " << share);
     auto decoder = nvjpeg_decoder(device, small_options());
-    const kinds_batch b = decode_kinds(*decoder, pinned, true);
+    const kinds_batch b = decode_kinds(*decoder, pinned, true, share);
     for (std::int64_t i = 0; i < 8; ++i) {
       const at::Tensor diff = (b.got[i] - b.expected[i]).abs();
       const bool mine = b.on_workers[static_cast<std::size_t>(i)];
@@ -473,9 +475,17 @@ TEST_CASE("the loader's workers decode what the JPEG engines cannot take, and th
       CHECK(diff.mean().item<double>() < 0.02);
     }
     const device_decode_counts* c = decoder->decode_counts();
-    CHECK(c->images_workers == 4);  // progressive, its Motion Photo, the two CMYK files
+    const auto workers = std::count(b.on_workers.begin(), b.on_workers.end(), true);
+    CHECK(workers >= 4);  // progressive, its Motion Photo, the two CMYK files, and with the share more
+    for (std::size_t i = 0; i < 8; ++i) {
+      const std::string& name = b.names[i];
+      const bool off_engines = name.find("prog") != std::string::npos || name.find("cmyk") != std::string::npos;
+      INFO(name);
+      CHECK(b.on_workers[i] == (off_engines || !offered_to_device(static_cast<std::int64_t>(i), share)));
+    }
+    CHECK(c->images_workers == workers);
     CHECK(c->host_fallbacks == 0);
-    CHECK(c->images_device == 4);  // the baseline files: the engines, or the general backend without them
+    CHECK(c->images_device == 8 - workers);  // the baseline files: the engines, or the general backend without them
     CHECK(c->pageable_batches == (pinned ? 0 : 1));
   }
 }

@@ -75,6 +75,14 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
   ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",
               "it chooses where nvJPEG's misses are decoded, and nvJPEG does not decode here (data.decode: device on "
               "a CUDA device with libnvjpeg)");
+  const bool shared = p.data.device_decode_share < 1;
+  if (!nvjpeg)
+    ineffective(shared, "data.device_decode_share",
+                "it splits each batch between nvJPEG and the loader's workers, and nvJPEG does not decode here "
+                "(data.decode: device on a CUDA device with libnvjpeg)");
+  else
+    ineffective(shared && p.data.decode_off_engines == decode_place::device, "data.device_decode_share",
+                "the loader's workers decode for the device only with data.decode_off_engines: host");
   return out;
 }
 

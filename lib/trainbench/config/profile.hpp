@@ -53,6 +53,10 @@ struct data_config {
   // in the workers (their crop's region, shipped as pixels), or on the device's side of the loader
   // (nvJPEG's general backend on the training thread, or libjpeg-turbo there).
   decode_place decode_off_engines = decode_place::host;
+  // decode: device with decode_off_engines: host: the share of each batch offered to the device's
+  // decoder; the loader's workers decode the rest as they decode the engines' misses (NVIDIA
+  // DALI's hw_decoder_load). 1: every file the device can take goes there.
+  double device_decode_share = 1.0;
   bad_file_policy on_bad_file = bad_file_policy::error;
   bool partial_decode = true;  // false: decode every JPEG whole (host: at full resolution; device: no regions)
   int max_image_pixels = 89478485;  // PIL's Image.MAX_IMAGE_PIXELS: larger headers are refused unread

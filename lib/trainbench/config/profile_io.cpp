@@ -393,6 +393,7 @@ void visit(V& v, profile& p) {
     v.choice("transform", d.transform, {data_transform::train, data_transform::eval});
     v.choice("decode", d.decode, {decode_place::host, decode_place::device});
     v.choice("decode_off_engines", d.decode_off_engines, {decode_place::host, decode_place::device});
+    v.field("device_decode_share", d.device_decode_share);
     v.choice("on_bad_file", d.on_bad_file, {bad_file_policy::error, bad_file_policy::skip});
     v.field("partial_decode", d.partial_decode);
     v.field("max_image_pixels", d.max_image_pixels);
@@ -491,6 +492,13 @@ void validate(const reader& r, const profile& p) {
           "use data.decode: device to decode and crop on the GPU");
   require(folder || p.data.decode == decode_place::host, "data.decode",
           "'device' decodes JPEGs and needs data.source: imagefolder");
+  {
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", p.data.device_decode_share);
+    require(p.data.device_decode_share >= 0 && p.data.device_decode_share <= 1, "data.device_decode_share",
+            std::string("must be in [0, 1] (the share of each batch offered to the GPU's JPEG decoder), got ") +
+                share);
+  }
   if (!p.train.batch_size_auto) at_least(p.train.batch_size, 1, "train.batch_size");
   // ResNet halves the side five times; batch norm in training needs two values per channel there.
   const long long last_side = (static_cast<long long>(p.data.image_size) + 31) / 32;

@@ -52,6 +52,9 @@ struct nvjpeg_options {
   // as pixels (data.decode_off_engines: host); only the describe() text depends on it, the
   // batches say per image what they hold.
   bool off_engines_on_workers = false;
+  // With off_engines_on_workers: the share of each batch offered to the device
+  // (data.device_decode_share); the workers decode the rest. Only describe() reads it.
+  double device_share = 1.0;
   // Chroma upsampled by interpolation (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, libnvjpeg 12.1
   // on), as libjpeg-turbo's default in the host path; no profile key: tests pin it off to see
   // what it changes.

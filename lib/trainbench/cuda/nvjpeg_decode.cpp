@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -416,6 +417,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                 ? "; files the JPEG engines cannot take are decoded by the loader's workers (libjpeg-turbo, the "
                   "crop's region) and copied up"
                 : "; files the JPEG engines cannot take go to nvJPEG's general backend on this thread") +
+           shared_text() +
            ", files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
 
@@ -1017,6 +1019,14 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     return ", the engines' " + of(*hardware_) + ", the general backend's " + general + unpipelined;
   }
 
+  // data.device_decode_share below 1: the share of each batch the workers decode besides.
+  std::string shared_text() const {
+    if (!options_.off_engines_on_workers || options_.device_share >= 1) return "";
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", options_.device_share);
+    return std::string("; of each batch, the positions beyond data.device_decode_share ") + share +
+           " are decoded by the loader's workers too";
+  }
   std::string region_text() const {
     if (!hardware_) return "";
     return regions_ ? " (the engines decode each crop's region only)" : " (whole images: " + regions_why_ + ")";

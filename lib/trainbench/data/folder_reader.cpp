@@ -139,7 +139,7 @@ void folder_reader::transform(std::int64_t file, std::int64_t sample, std::int64
 }
 
 void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out,
-                           phase_marker& marks) {
+                           phase_marker& marks, bool offered) {
   marks.begin(load_phase::read);
   load_file(file);
   marks.begin(load_phase::decode);  // the header; the pixels only where the engines cannot take the file
@@ -148,7 +148,7 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
   const std::size_t at = out.bytes.size();
   plan_region decoded;
   const bool off_engines = !decoder_.markers().engine_kind() || (refused_ && refused_->known(file));
-  if (options_.decode_off_engines && off_engines) {
+  if (options_.decode_off_engines && (off_engines || !offered)) {
     decoded = decode_for_device(plan, info, out);
   } else {
     // Only the image: the device must never be sent what follows its end-of-image marker.
@@ -215,10 +215,11 @@ int folder_reader::read(std::int64_t index, std::int64_t epoch, float* dst, phas
   });
 }
 
-int folder_reader::read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks) {
+int folder_reader::read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks,
+                                bool offered) {
   return with_good_file(index, [&](std::int64_t j) {
     try {
-      encode(j, index, epoch, out, marks);
+      encode(j, index, epoch, out, marks, offered);
     } catch (...) {
       marks.end();
       throw;

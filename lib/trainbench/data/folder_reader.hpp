@@ -29,8 +29,22 @@ struct folder_options {
   // Encoded batches (data.decode: device) with data.decode_off_engines: host: a file the GPU's JPEG
   // engines cannot take (jpeg_markers::engine_kind) is decoded here, its crop's region only.
   bool decode_off_engines = false;
+  // With decode_off_engines: the share of each batch's positions offered to the device
+  // (data.device_decode_share, offered_to_device); the workers decode the others too.
+  double device_share = 1.0;
   std::uint64_t seed = 0;
 };
+
+// data.device_decode_share: whether position `position` of a batch is offered to the device's
+// decoder. The offered positions are spread evenly: of positions 0 to n-1, exactly
+// floor(n * s) are, s being the share rounded to a multiple of 2^-20 (integer arithmetic, so every
+// worker and every run splits a batch alike). 1 offers every position, 0 none.
+inline bool offered_to_device(std::int64_t position, double share) {
+  if (share >= 1) return true;
+  if (share <= 0) return false;
+  const auto parts = static_cast<std::int64_t>(share * (1 << 20) + 0.5);
+  return ((position + 1) * parts >> 20) > (position * parts >> 20);
+}
 
 struct skipped_file {
   std::string path, reason;
@@ -118,15 +132,18 @@ class folder_reader {
   // next good file (in index order) takes its place, cropped and flipped by the sample's own draw.
   int read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
   // data.decode: device: reads and checks sample `index` (header only) and appends it and its
-  // crop to `out`. Bad files are handled as by read().
-  int read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  // crop to `out`. Bad files are handled as by read(). `offered`: false where the batch's share for
+  // the device is spent (offered_to_device): with decode_off_engines the file is decoded here.
+  int read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks,
+                   bool offered = true);
   const decode_facts& last() const { return last_; }
 
  private:
   void load_file(std::int64_t index);
   // `file` is the one read; `sample` (its own index, or the bad file's it replaces) seeds the crop.
   void transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst, phase_marker& marks);
-  void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks);
+  void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks,
+              bool offered);
   plan_region decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out);
   resize_plan plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch);
   template <class F>

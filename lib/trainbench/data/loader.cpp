@@ -81,7 +81,13 @@ int batch_loader::ring_slots(const loader_options& o) {
 }
 
 std::size_t batch_loader::file_ring_size(const loader_options& o) {
-  const std::size_t per_file = 160 << 10, most = std::size_t{1} << 30;
+  // A file as sent (ImageNet's average is about 110 KB), or a worker's pixels of a crop's region at
+  // full resolution, packed RGB (for ImageNet's average 500 x 375 image, half its area about 280 KB),
+  // in the share data.device_decode_share leaves to the workers.
+  const double file = 160 << 10, pixels = 384 << 10;
+  const double share = o.folder.decode_off_engines ? std::clamp(o.folder.device_share, 0.0, 1.0) : 1.0;
+  const auto per_file = static_cast<std::size_t>(share * file + (1 - share) * pixels);
+  const std::size_t most = std::size_t{1} << 30;
   return std::min(most, static_cast<std::size_t>(ring_slots(o)) * static_cast<std::size_t>(o.batch_size) * per_file);
 }
 
@@ -187,7 +193,9 @@ void batch_loader::fill_samples(slot& s, const batch_span& span, std::int64_t in
     const std::int64_t epoch = index / batches_per_epoch_;
     phase_marker marks(sinks_, w.id, index);
     s.files.clear();
-    for (std::int64_t i = 0; i < count; ++i) labels[i] = w.reader->read_encoded(indices[i], epoch, s.files, marks);
+    const double share = options_.folder.device_share;
+    for (std::int64_t i = 0; i < count; ++i)
+      labels[i] = w.reader->read_encoded(indices[i], epoch, s.files, marks, offered_to_device(i, share));
   } else if (files_) {
     float* out = s.batch.images.data_ptr<float>();
     const std::int64_t floats = 3LL * options_.image_size * options_.image_size;
