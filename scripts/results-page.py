@@ -367,15 +367,19 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     pad_stem_lines(best or {}, r50)
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None
-    dev, host = decode.get("device"), decode.get("host")
-    # The goal's device side: the faster of all-to-the-device and the split with the workers.
-    shared = decode.get("device-share")
-    best_dev = max((m for m in ("device", "device-share") if rate(decode.get(m))),
-                   key=lambda m: rate(decode.get(m)), default="device")
-    if dev or host:
+    dev, host, shared = decode.get("device"), decode.get("host"), decode.get("device-share")
+    # The goal's device side: the faster of all-to-the-device and the split with the workers, where
+    # both ran on the same GPU (a second call may find another machine).
+    gpu_of = lambda r: ((r or {}).get("effective") or {}).get("device_name")
+    candidates = ["device"] + (["device-share"] if not dev or gpu_of(shared) == gpu_of(dev) else [])
+    best_dev = max((m for m in candidates if rate(decode.get(m))), key=lambda m: rate(decode.get(m)),
+                   default="device")
+    if dev or host or shared:
         print(ratio_line("decode images/s (bench-data): device / host", (rate(decode.get(best_dev)), best_dev),
-                         (rate(host), "host")))
-        if shared:
+                         (rate(host), "host"))
+              + (" (device-share decodes part of each batch on the host's cores too)" if best_dev == "device-share"
+                 else ""))
+        if shared and "device-share" in candidates:
             found = re.search(r"device_decode_share: *([0-9.eE+-]+)", (shared.get("profile") or {}).get("resolved") or "")
             share = found.group(1) if found else "?"
             print(ratio_line(f"decode images/s: device with {share} of each batch, the workers the rest / "
@@ -388,7 +392,8 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
         if general:
             print(ratio_line("decode images/s: engines' misses on the workers / on nvJPEG's general backend (device)",
                              (rate(dev), "device"), (rate(general), "device-general")))
-        if dev and (dev.get("effective") or {}).get("decode") != "device":
+        goal_dev = decode.get(best_dev)
+        if goal_dev and (goal_dev.get("effective") or {}).get("decode") != "device":
             print("  The device run decoded on the host (nvJPEG unavailable or no GPU: its notes say why): "
                   "the ratio compares the host with itself.")
     else:

@@ -692,16 +692,16 @@ TEST_CASE("data.decode: device: a file the JPEG engines refused at run time is d
 // data.device_decode_share: exactly floor(n * share) of a batch's first n positions are offered to
 // the device, spread evenly, the same in every worker and run.
 TEST_CASE("data.device_decode_share: floor(n x share) of every batch's first n positions are offered, spread evenly") {
-  for (double share : {0.0, 0.1, 0.25, 0.5, 0.65, 0.7, 0.99, 1.0}) {
+  for (std::int64_t percent : {0, 1, 10, 25, 50, 65, 70, 90, 99, 100}) {
+    const double share = static_cast<double>(percent) / 100;
     INFO("share " << share);
-    const auto parts = static_cast<std::int64_t>(share * (1 << 20) + 0.5);
     std::int64_t offered = 0, run = 0, longest_run = 0;
     for (std::int64_t n = 1; n <= 1024; ++n) {
       const bool o = offered_to_device(n - 1, share);
       offered += o;
       run = o ? 0 : run + 1;
       longest_run = std::max(longest_run, run);
-      REQUIRE(offered == (share >= 1 ? n : n * parts >> 20));
+      REQUIRE(offered == n * percent / 100);  // floor(n x share), exactly
     }
     // Spread: never more positions in a row to the workers than 1 / share rounds up to.
     if (share > 0) CHECK(longest_run <= static_cast<std::int64_t>(std::ceil(1 / share)));

@@ -457,7 +457,7 @@ TEST_CASE("nvJPEG gives the host path's pixels per image: baseline, progressive,
 // kernel: those images must be the host path's within the kernel's float tolerance (the same
 // libjpeg-turbo pixels), the rest within IDCT tolerance, and nothing goes to the general backend
 // or the training thread's libjpeg-turbo. With data.device_decode_share 0.5 the workers decode
-// every other position besides, baseline files included, and the batch is the same.
+// every other position besides (offered_to_device), baseline files included, and the batch is the same.
 TEST_CASE("the loader's workers decode what the JPEG engines cannot take, and the device crops it as the host path does",
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");

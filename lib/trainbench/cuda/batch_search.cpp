@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/model/resnet.hpp"
 #include "trainbench/util/log.hpp"
 
@@ -21,10 +22,19 @@ namespace {
 // (or GET) was unable to find an engine to execute this computation"; v7: "Unable to find a
 // valid cuDNN algorithm to run convolution"). Near the limit that is the same answer.
 bool allocation_failure(const std::string& message) {
-  for (const char* sign : {"out of memory", "ALLOC_FAILED", "unable to find an engine",
+  for (const char* sign : {"out of memory", "ALLOC_FAILED", "ALLOCATION_FAILED", "unable to find an engine",
                            "Unable to find a valid cuDNN algorithm"})
     if (message.find(sign) != std::string::npos) return true;
   return false;
+}
+
+// A library's failed allocation at this batch size: true, said in the log (where a failure at the
+// smallest batch would otherwise read as "nothing fits"). Any other error goes on up: it rethrows
+// the error being handled, so call it from a catch block only.
+bool said_does_not_fit(std::int64_t batch, const std::string& message) {
+  if (!allocation_failure(message)) throw;
+  log_info("batch_size: auto: batch " + std::to_string(batch) + " does not fit: " + message.substr(0, 200));
+  return true;
 }
 
 // One real step (two, so optimizer state and the allocator settle) at this batch size, plus the
@@ -64,12 +74,12 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
     ok = false;
   } catch (const c10::Error& e) {
     // cuBLAS and cuDNN report a failed workspace allocation as their own status, not as the
-    // caching allocator's OutOfMemoryError; at this batch size that is the same answer. Said in
-    // the log, where a failure at the smallest batch would otherwise read as "nothing fits".
-    if (!allocation_failure(e.what_without_backtrace())) throw;
-    log_info("batch_size: auto: batch " + std::to_string(batch) + " does not fit: " +
-             std::string(e.what_without_backtrace()).substr(0, 200));
-    ok = false;
+    // caching allocator's OutOfMemoryError; at this batch size that is the same answer.
+    ok = !said_does_not_fit(batch, e.what_without_backtrace());
+  } catch (const std::runtime_error& e) {
+    // backend.compile's fused batch norms report cuDNN's statuses as runtime errors (its frontend
+    // and Ex calls, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED among them): the same rule.
+    ok = !said_does_not_fit(batch, e.what());
   }
   // cuBLAS keeps a workspace per handle and stream for the life of the process, and each try's
   // graph captures on another of the pool's streams: freed here, or the tries after it, and the
@@ -82,7 +92,15 @@ bool fits(std::int64_t batch, const batch_search_request& r) {
 }  // namespace
 
 std::int64_t search_batch_size(const batch_search_request& r, std::vector<std::pair<std::int64_t, bool>>& trials) {
-  return search_largest_batch([&r](std::int64_t batch) { return fits(batch, r); }, trials);
+  const std::int64_t found = search_largest_batch([&r](std::int64_t batch) { return fits(batch, r); }, trials);
+  if (r.fusion) {
+    // Each try built cuDNN's batch-norm graphs for its own batch; the run keeps only its own.
+    std::vector<std::int64_t> others;
+    for (const auto& [batch, fitted] : trials)
+      if (batch != found) others.push_back(batch);
+    forget_cudnn_batch_norm_batches(others);
+  }
+  return found;
 }
 
 }  // namespace trainbench

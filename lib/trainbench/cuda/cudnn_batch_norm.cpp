@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -327,6 +328,17 @@ class graph_cache {
     return *cache;
   }
   const forward_graph& forward(const graph_key& k) { return get(forward_, k, make_forward); }
+
+  // Every graph, plan and decision of a batch norm with one of these batch sizes.
+  void forget(const std::vector<std::int64_t>& batches) {
+    const auto listed = [&](const graph_key& k) {
+      return std::find(batches.begin(), batches.end(), k.n) != batches.end();
+    };
+    const std::lock_guard<std::mutex> lock(mutex_);
+    erase_if(decided_, listed);
+    erase_if(forward_, listed);
+    erase_if(backward_, listed);
+  }
   const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
 
   // "" where cuDNN takes this fusion for k's shape, else why not. cuDNN takes a graph or not for
@@ -374,6 +386,11 @@ class graph_cache {
       named = e.named_status;
       return first_line(e.what());
     }
+  }
+
+  template <class Map, class Pred>
+  static void erase_if(Map& m, Pred listed) {
+    for (auto it = m.begin(); it != m.end();) it = listed(it->first) ? m.erase(it) : std::next(it);
   }
 
   static void not_capturing(const graph_key& k) {
@@ -774,6 +791,10 @@ void prepare_cudnn_batch_norm() noexcept {
   }
 }
 
+void forget_cudnn_batch_norm_batches(const std::vector<std::int64_t>& batches) {
+  graph_cache::instance().forget(batches);
+}
+
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add, bool relu_from_output) {
   TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_refusal: expected N, C, H, W");
@@ -830,6 +851,7 @@ std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType
   throw std::runtime_error(missing);
 }
 void prepare_cudnn_batch_norm() noexcept {}
+void forget_cudnn_batch_norm_batches(const std::vector<std::int64_t>&) {}
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
                                      bool) {
   return missing;

@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainbench/config/profile.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
@@ -87,6 +88,11 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
                                      bool relu, bool add, bool relu_from_output = false);
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add, const cudnn_fusion_check& check);
+
+// Drops the graphs, plans and shape decisions of batch norms whose batch (N) is one of `batches`:
+// train.batch_size: auto's tries build them for sizes the run does not take. Call it when no step
+// that ran them is alive (no captured graph replays them).
+void forget_cudnn_batch_norm_batches(const std::vector<std::int64_t>& batches);
 
 // One fused call, for tests: relu(bn(x) [+ residual]) through the cuDNN graphs, autograd-aware.
 // x: a CUDA N,C,H,W tensor (made NHWC if it is not); residual may be undefined. unbias_running_var:

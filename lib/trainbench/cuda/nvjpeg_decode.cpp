@@ -1024,8 +1024,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     if (!options_.off_engines_on_workers || options_.device_share >= 1) return "";
     char share[32];
     std::snprintf(share, sizeof share, "%g", options_.device_share);
-    return std::string("; of each batch, the positions beyond data.device_decode_share ") + share +
-           " are decoded by the loader's workers too";
+    return std::string("; data.device_decode_share ") + share +
+           ": the loader's workers decode the rest of each batch too, positions spread through it";
   }
   std::string region_text() const {
     if (!hardware_) return "";

@@ -36,14 +36,15 @@ struct folder_options {
 };
 
 // data.device_decode_share: whether position `position` of a batch is offered to the device's
-// decoder. The offered positions are spread evenly: of positions 0 to n-1, exactly
-// floor(n * s) are, s being the share rounded to a multiple of 2^-20 (integer arithmetic, so every
-// worker and every run splits a batch alike). 1 offers every position, 0 none.
+// decoder. The offered positions are spread through the batch: of positions 0 to n-1, exactly
+// floor(n * share) are, the share taken to six decimals (integer arithmetic, so every worker and
+// every run splits a batch alike). 1 offers every position, 0 none.
 inline bool offered_to_device(std::int64_t position, double share) {
   if (share >= 1) return true;
   if (share <= 0) return false;
-  const auto parts = static_cast<std::int64_t>(share * (1 << 20) + 0.5);
-  return ((position + 1) * parts >> 20) > (position * parts >> 20);
+  constexpr std::int64_t million = 1000000;
+  const auto parts = static_cast<std::int64_t>(share * million + 0.5);
+  return (position + 1) * parts / million > position * parts / million;
 }
 
 struct skipped_file {
@@ -132,8 +133,8 @@ class folder_reader {
   // next good file (in index order) takes its place, cropped and flipped by the sample's own draw.
   int read(std::int64_t index, std::int64_t epoch, float* dst, phase_marker& marks);
   // data.decode: device: reads and checks sample `index` (header only) and appends it and its
-  // crop to `out`. Bad files are handled as by read(). `offered`: false where the batch's share for
-  // the device is spent (offered_to_device): with decode_off_engines the file is decoded here.
+  // crop to `out`. Bad files are handled as by read(). `offered`: false at the positions
+  // offered_to_device leaves to the workers: with decode_off_engines the file is decoded here.
   int read_encoded(std::int64_t index, std::int64_t epoch, encoded_batch& out, phase_marker& marks,
                    bool offered = true);
   const decode_facts& last() const { return last_; }

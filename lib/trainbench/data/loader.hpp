@@ -70,7 +70,8 @@ class batch_loader {
   // The ring's size for these options: prefetch_factor batches per worker, at least two.
   static int ring_slots(const loader_options& options);
   // The file ring's size for these options: 160 KiB a file for every slot's batch (ImageNet's
-  // JPEGs average 110 KB), at most 1 GiB.
+  // JPEGs average 110 KB), 384 KiB for the workers' pixels of the share data.device_decode_share
+  // leaves them, at most 1 GiB.
   static std::size_t file_ring_size(const loader_options& options);
   std::size_t file_ring_capacity() const { return ring_ ? ring_->capacity() : 0; }
   bool file_ring_pinned() const { return ring_ && pinned_; }
