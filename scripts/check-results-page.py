@@ -14,6 +14,7 @@ calls, and no phase called cut that the second call finished.
 """
 import argparse
 import copy
+import glob
 import json
 import os
 import re
@@ -148,6 +149,17 @@ def main():
                          capture_output=True, text=True)
     page = run.stdout
     failures = [] if run.returncode == 0 else [f"results-page.py exited {run.returncode}: {run.stderr[-2000:]}"]
+    if "not an H200" in page:
+        failures.append("an H200 run is said not to be one")
+    # The same calls on another GPU: the MLPerf anchor is the H200's, and the page says so.
+    for d in (c1, c2):
+        for f in glob.glob(os.path.join(d, "resnet50", "*.json")):
+            r = json.load(open(f))
+            r["effective"]["device_name"] = "NVIDIA H100 80GB HBM3"
+            json.dump(r, open(f, "w"))
+    other = subprocess.run([sys.executable, os.path.join(HERE, "results-page.py"), "--out-dir", c1, "--out-dir", c2],
+                           capture_output=True, text=True).stdout
+    expect(other, ["This run's GPU is NVIDIA H100 80GB HBM3, not an H200: the anchor is the H200's"], failures)
     expect(page, [
         "# GPU run ", "NVIDIA H200",
         # The goals, each as its ratio.
