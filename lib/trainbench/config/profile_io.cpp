@@ -496,8 +496,7 @@ void validate(const reader& r, const profile& p) {
     char share[32];
     std::snprintf(share, sizeof share, "%g", p.data.device_decode_share);
     require(p.data.device_decode_share >= 0 && p.data.device_decode_share <= 1, "data.device_decode_share",
-            std::string("must be in [0, 1] (the share of each batch offered to the GPU's JPEG decoder), got ") +
-                share);
+            std::string("must be in [0, 1] (the share of each batch offered to the GPU's JPEG decoder), got ") + share);
   }
   if (!p.train.batch_size_auto) at_least(p.train.batch_size, 1, "train.batch_size");
   // ResNet halves the side five times; batch norm in training needs two values per channel there.

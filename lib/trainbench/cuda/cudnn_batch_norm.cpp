@@ -3,10 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -328,6 +328,7 @@ class graph_cache {
     return *cache;
   }
   const forward_graph& forward(const graph_key& k) { return get(forward_, k, make_forward); }
+  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
 
   // Every graph, plan and decision of a batch norm with one of these batch sizes.
   void forget(const std::vector<std::int64_t>& batches) {
@@ -339,7 +340,6 @@ class graph_cache {
     erase_if(forward_, listed);
     erase_if(backward_, listed);
   }
-  const backward_graph& backward(const graph_key& k) { return get(backward_, k, make_backward); }
 
   // "" where cuDNN takes this fusion for k's shape, else why not. cuDNN takes a graph or not for
   // its shape, whatever the handle: so it is decided once per shape, by building the forward and

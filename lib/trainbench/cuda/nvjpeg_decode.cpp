@@ -417,8 +417,7 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
                 ? "; files the JPEG engines cannot take are decoded by the loader's workers (libjpeg-turbo, the "
                   "crop's region) and copied up"
                 : "; files the JPEG engines cannot take go to nvJPEG's general backend on this thread") +
-           shared_text() +
-           ", files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
+           shared_text() + ", files nvJPEG cannot decode are decoded on the host (libjpeg-turbo)";
   }
 
   void submit(const host_batch& batch, batch_loader& loader) override {

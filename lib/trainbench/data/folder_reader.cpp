@@ -142,7 +142,7 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
                            phase_marker& marks, bool offered) {
   marks.begin(load_phase::read);
   load_file(file);
-  marks.begin(load_phase::decode);  // the header; the pixels only where the engines cannot take the file
+  marks.begin(load_phase::decode);  // the header; the pixels only where the workers decode the file
   const jpeg_info info = decoder_.open(bytes_.data(), size_, options_.max_image_pixels);
   const resize_plan plan = plan_for(info, sample, epoch);
   const std::size_t at = out.bytes.size();
