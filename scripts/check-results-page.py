@@ -92,6 +92,11 @@ def first_call(t, d):
           rung(t, 21000, compile_parts=COMPILED, pad_stem=True, norm=0.05))
     write(f"{d}/pytorch-best", "00-compile-fp16", rung(t, 17500))
     write(f"{d}/resnet50", "09-compile", rung(t, 7000, compile_parts=COMPILED, dataset=SYNTHETIC))
+    # The kit's rung 10 again with 35% of each batch decoded by the loader's workers.
+    shared10 = rung(t, 6800, compile_parts=COMPILED, dataset="imagefolder", decode="device")
+    shared10["profile"]["resolved"] = re.sub(r"device_decode_share: *[0-9.]+", "device_decode_share: 0.65",
+                                             shared10["profile"]["resolved"])
+    write(f"{d}/resnet50-share", "10-compile-imagefolder", shared10)
     write(f"{d}/resnet50", "11-compile-pad-stem",
           rung(t, 3000, compile_parts=COMPILED, pad_stem=True, dataset=SYNTHETIC, status="interrupted"))
     host = rung(t, 5000, decode="host")
@@ -151,6 +156,24 @@ def main():
     failures = [] if run.returncode == 0 else [f"results-page.py exited {run.returncode}: {run.stderr[-2000:]}"]
     if "not an H200" in page:
         failures.append("an H200 run is said not to be one")
+    # The device-share run on another GPU than the device run: not compared, and said; then one that
+    # decoded on the host (no nvJPEG): no share line, and the goal takes the device run.
+    page_of = lambda: subprocess.run([sys.executable, os.path.join(HERE, "results-page.py"), "--out-dir", c1,
+                                      "--out-dir", c2], capture_output=True, text=True).stdout
+    share_file = os.path.join(c2, "decode", "device-share.json")
+    shared = json.load(open(share_file))
+    shared["effective"]["device_name"] = "NVIDIA H100 80GB HBM3"
+    json.dump(shared, open(share_file, "w"))
+    apart = page_of()
+    expect(apart, ["device-share ran on NVIDIA H100 80GB HBM3, device on NVIDIA H200: not compared.",
+                   "decode images/s (bench-data): device / host: device 12000.0 / host 5000.0 = **2.40x**"], failures)
+    shared["effective"].update(device_name="NVIDIA H200", decode="host")
+    json.dump(shared, open(share_file, "w"))
+    fallback = page_of()
+    expect(fallback, ["decode images/s (bench-data): device / host: device 12000.0 / host 5000.0 = **2.40x**"],
+           failures)
+    if "all to the device" in fallback:
+        failures.append("a device-share run that decoded on the host is compared as a share")
     # The same calls on another GPU: the MLPerf anchor is the H200's, and the page says so.
     for d in (c1, c2):
         for f in glob.glob(os.path.join(d, "resnet50", "*.json")):
@@ -183,6 +206,10 @@ def main():
         "- best/03-compile-fp16-device-preprocess-pad-stem: norm_activation 5.0%",
         # Both calls' decode modes: the host mode of the first, the device mode of the second.
         "| host | host | 5000.0 |", "| device | device | 12000.0 |", "950 (900) / 50 / 0 / 0",
+        "| device-share | device | 14000.0 |", "600 (550) / 50 / 350 / 0",
+        # The JPEG rung with the workers' share, against the same step on device-made input.
+        "ResNet-50: JPEG / device-made input, same step: resnet50/10-compile-imagefolder (device_decode_share 0.65) "
+        "6800.0 / resnet50/09-compile 7000.0 = **0.97x**",
         # The decode goal takes the faster device mode; the split with the workers against all to the device.
         "decode images/s (bench-data): device / host: device-share 14000.0 / host 5000.0 = **2.80x**",
         "decode images/s: device with 0.65 of each batch, the workers the rest / all to the device: device-share "

@@ -470,7 +470,9 @@ if start decode; then
   # take on nvJPEG's general backend (data.decode_off_engines: device: what decoding them in the
   # workers buys); ratios on the page.
   mkdir -p "$out/decode"
-  for mode in device host device-share device-whole device-general; do
+  # A second call runs the modes the first did not finish.
+  keep_unfinished decode_modes decode device host device-share device-whole device-general
+  for mode in "${decode_modes[@]}"; do
     extra=()
     [ $mode = host ] && extra=(--set data.workers=$(nproc))
     [ $mode = device-share ] && extra=(--set data.device_decode_share=0.65)
@@ -498,6 +500,15 @@ if start resnet50; then
   keep_unfinished r50_files resnet50 "${r50_files[@]}"
   [ ${#r50_files[@]} -gt 0 ] &&
     within $TB ladder "${r50_files[@]}" --out "$out/resnet50" --rounds $rounds_other --quiet "${r50[@]}"
+  # Then the compiled step on JPEGs (10) with the loader's workers decoding 35% of each batch beside
+  # the JPEG engines (data.device_decode_share 0.65, the decode phase's device-share): whether the
+  # engines and the cores together feed it better than the engines alone. Last: a cut drops it first.
+  if [ $quick = 1 ] && [ -z "${GPU_CHECK_RESNET50:-}" ]; then
+    keep_unfinished share_files resnet50-share configs/resnet50/10-compile-imagefolder.yaml
+    [ ${#share_files[@]} -gt 0 ] &&
+      within $TB ladder "${share_files[@]}" --out "$out/resnet50-share" --rounds $rounds_other --quiet "${r50[@]}" \
+        --set data.device_decode_share=0.65
+  fi
 fi
 
 if start bottleneck; then

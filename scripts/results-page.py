@@ -112,8 +112,9 @@ def plus_section(plus):
         mem = (r.get("results") or {}).get("memory") or {}
         gib = lambda key: fmt(mem[key] / 2**30, 2) if mem.get(key) else "–"
         notes = notes_of(r)
-        print(f"| {name}{partial(r)} | {fmt(median(r))} | {gib('device_peak_allocated_bytes')} / "
-              f"{gib('device_peak_reserved_bytes')} GiB | {notes} |")
+        peaks = (f"{gib('device_peak_allocated_bytes')} / {gib('device_peak_reserved_bytes')} GiB"
+                 if mem.get("device_peak_allocated_bytes") else "–")
+        print(f"| {name}{partial(r)} | {fmt(median(r))} | {peaks} | {notes} |")
     print("\nThe peaks are over the measured windows. A CUDA graph's step allocates its activations in "
           "the graph's private pool when it is captured, before the windows, and replays without "
           "allocating: for a graphed rung the step's memory is in the reserved figure, not in the "
@@ -337,7 +338,8 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
           + " The reference runs torch.compile's default mode (no CUDA graphs; docs/compile.md says why).")
     syn = [(median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items() if median(r) and is_ceiling(r)]
     best_syn = max(syn, default=(None, "resnet50 on device-made input"))
-    gpus = {((r.get("effective") or {}).get("device_name") or "") for r in r50.values() if median(r)}
+    gpus = {(r.get("effective") or {}).get("device_name") or "" for r in r50.values()
+            if median(r) and str((r.get("effective") or {}).get("device", "")).startswith("cuda")}
     other = sorted(g for g in gpus if g and "H200" not in g)
     print(ratio_line("ResNet-50 recipe / MLPerf's 7,951 images/s on the H200", best_syn,
                      (MLPERF_R50_H200, "MLPerf"), 1.0, "at least 1.0x")
@@ -373,21 +375,23 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
         if (r or {}).get("status") == "ok" else None
     dev, host, shared = decode.get("device"), decode.get("host"), decode.get("device-share")
     # The goal's device side: the faster of all-to-the-device and the split with the workers, where
-    # both ran on the same GPU (a second call may find another machine).
+    # both ran on the same GPU (a second call may find another machine) and nvJPEG decoded.
     gpu_of = lambda r: ((r or {}).get("effective") or {}).get("device_name")
-    candidates = ["device"] + (["device-share"] if not dev or gpu_of(shared) == gpu_of(dev) else [])
+    on_device = lambda r: ((r or {}).get("effective") or {}).get("decode") == "device"
+    one_gpu = rate(dev) is None or gpu_of(shared) == gpu_of(dev)
+    candidates = ["device"] + (["device-share"] if one_gpu and on_device(shared) else [])
     best_dev = max((m for m in candidates if rate(decode.get(m))), key=lambda m: rate(decode.get(m)),
                    default="device")
     if dev or host or shared:
+        shared_won = best_dev == "device-share" and rate(host)
         print(ratio_line("decode images/s (bench-data): device / host", (rate(decode.get(best_dev)), best_dev),
                          (rate(host), "host"))
-              + (" (device-share decodes part of each batch on the host's cores too)" if best_dev == "device-share"
-                 else ""))
-        if shared and "device-share" in candidates:
-            found = re.search(r"device_decode_share: *([0-9.eE+-]+)", (shared.get("profile") or {}).get("resolved") or "")
-            share = found.group(1) if found else "?"
-            print(ratio_line(f"decode images/s: device with {share} of each batch, the workers the rest / "
-                             "all to the device", (rate(shared), "device-share"), (rate(dev), "device")))
+              + (" (device-share decodes part of each batch on the host's cores too)" if shared_won else ""))
+        if shared and not one_gpu:
+            print(f"  device-share ran on {gpu_of(shared)}, device on {gpu_of(dev)}: not compared.")
+        elif shared and on_device(shared) and rate(dev):
+            print(ratio_line(f"decode images/s: device with {decode_share_of(shared)} of each batch, the workers the "
+                             "rest / all to the device", (rate(shared), "device-share"), (rate(dev), "device")))
         whole = decode.get("device-whole")
         if whole:
             print(ratio_line("decode images/s: regions of interest / whole images (device)", (rate(dev), "device"),
@@ -397,7 +401,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
             print(ratio_line("decode images/s: engines' misses on the workers / on nvJPEG's general backend (device)",
                              (rate(dev), "device"), (rate(general), "device-general")))
         goal_dev = decode.get(best_dev)
-        if goal_dev and (goal_dev.get("effective") or {}).get("decode") != "device":
+        if rate(goal_dev) and not on_device(goal_dev):
             print("  The device run decoded on the host (nvJPEG unavailable or no GPU: its notes say why): "
                   "the ratio compares the host with itself.")
     else:
@@ -491,6 +495,12 @@ def parts(dirs, name):
             if rung not in out or median(r) or not median(out[rung]):
                 out[rung] = r
     return dict(sorted(out.items()))  # in the folder's order, as one call's
+
+
+def decode_share_of(r):
+    """data.device_decode_share as the report's resolved profile gives it ("?" where it does not)."""
+    found = re.search(r"device_decode_share: *([0-9.eE+-]+)", (r.get("profile") or {}).get("resolved") or "")
+    return found.group(1) if found else "?"
 
 
 def decode_reports(dirs):
@@ -674,6 +684,9 @@ def main():
     ref_plus = parts(dirs, "pytorch-ladder-plus")
     best, ref_best = parts(dirs, "best"), parts(dirs, "pytorch-best")
     imagenet, r50 = parts(dirs, "imagenet"), parts(dirs, "resnet50")
+    # The kit's rung 10 again with part of each batch decoded by the workers: a JPEG rung of its own.
+    r50.update({f"{n} (device_decode_share {decode_share_of(r)})": r
+                for n, r in parts(dirs, "resnet50-share").items()})
     decode = decode_reports(dirs)
     any_report = next(iter({**r50, **imagenet, **plus, **ladder}.values()), {})
     c = any_report.get("context") or {}
