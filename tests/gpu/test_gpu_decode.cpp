@@ -5,10 +5,12 @@
 #include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "gpu/gpu_profiles.hpp"
 #include "helpers.hpp"
