@@ -564,9 +564,9 @@ fs::path engine_mix_folder() {
 }  // namespace
 
 // data.decode_off_engines: host. The workers decode what the GPU's JPEG engines cannot take, the
-// crop's region at full resolution; cropping those pixels as the device does (the fused crop's
-// reference, shifted by the region) must give the host path's batch (partial_decode off: no DCT
-// scaling) exactly. The engines' files still travel as their bytes.
+// crop's region at the host path's DCT scale; cropping those pixels as the device does (the fused
+// crop's reference, by the shipped plan, shifted by the region) must give the host path's batch,
+// with the same partial_decode, exactly. The engines' files still travel as their bytes.
 TEST_CASE("data.decode: device with decode_off_engines: the workers decode what the engines cannot take, and its crop "
           "is the host path's") {
   const auto ds = read_image_folder(engine_mix_folder(), "train");
@@ -577,7 +577,7 @@ TEST_CASE("data.decode: device with decode_off_engines: the workers decode what 
   for (const auto& [partial, share] : {std::pair{true, 1.0}, std::pair{false, 1.0}, std::pair{true, 0.5}}) {
     INFO((partial ? "regions" : "whole images") << ", share " << share);
     auto ho = folder_loader(1, batch, size);
-    ho.folder.partial_decode = false;
+    ho.folder.partial_decode = partial;
     auto eo = folder_loader(1, batch, size);
     eo.encoded = true;
     eo.folder.partial_decode = partial;
@@ -687,6 +687,47 @@ TEST_CASE("data.decode: device: a file the JPEG engines refused at run time is d
   batch_loader plain(ds, o);
   CHECK_FALSE(plain.decode_on_workers(file));
   CHECK(plain.files_moved_to_workers() == 0);
+}
+
+// A file the workers decode for the device is decoded at the host path's DCT scale: its region in
+// the scaled image's pixels, and its plan scaled as they are, so the device crops it as the host
+// path resamples it.
+TEST_CASE("data.decode: device: the workers decode for the device at the host path's DCT scale, plan and region "
+          "scaled alike") {
+  const auto root = tbtest::scratch("if-worker-scale");
+  write_bytes(root / "a/0.jpg", jpeg_bytes(300, 220, 3));
+  const auto ds = read_image_folder(root, "train");
+  for (bool partial : {true, false}) {
+    INFO((partial ? "regions" : "whole images"));
+    folder_options fo;
+    fo.image_size = 32;
+    fo.transform = data_transform::eval;  // Resize(37) + CenterCrop(32): a 220-row image shrinks 6x
+    fo.decode_off_engines = true;
+    fo.partial_decode = partial;
+    bad_files bad(ds->files()->size());
+    folder_reader reader(*ds->files(), fo, bad);
+    load_counters counters(1);
+    std::vector<load_sink*> sinks{&counters};
+    phase_marker marks(sinks, 0, 0);
+    encoded_batch e;
+    reader.read_encoded(0, 0, e, marks, false);  // a baseline file at a position left to the workers
+    REQUIRE(e.decoded.size() == 1);
+    const resize_plan full = eval_plan(220, 300, 32);
+    const int scale = partial ? dct_scale(full) : 1;
+    CHECK(reader.last().scale == scale);
+    if (partial) CHECK(scale == 4);
+    const resize_plan want = scaled_plan(full, scale, 220, 300);
+    const plan_region& r = e.decoded[0];
+    CHECK(e.plans[0].x.start == want.x.start);
+    CHECK(e.plans[0].x.length == want.x.length);
+    CHECK(e.plans[0].y.lo == want.y.lo);
+    CHECK(e.plans[0].y.hi == want.y.hi);
+    CHECK(r.x0 + r.width <= jpeg_decoder::scaled(300, scale));
+    CHECK(r.y0 + r.height <= jpeg_decoder::scaled(220, scale));
+    CHECK(r.x0 <= want.x.lo);
+    CHECK(r.x0 + r.width >= want.x.hi);
+    CHECK(e.sizes[0] == static_cast<std::size_t>(r.width) * r.height * 3);
+  }
 }
 
 // data.device_decode_share: exactly floor(n * share) of a batch's first n positions are offered to

@@ -333,10 +333,17 @@ void pair_weights(const resize_taps& t, int size, std::vector<float>& w) {
 
 }  // namespace
 
+resize_plan scaled_plan(const resize_plan& p, int scale, int height, int width) {
+  resize_plan s = p;
+  s.x = scaled_axis(p.x, scale, width);
+  s.y = scaled_axis(p.y, scale, height);
+  return s;
+}
+
 jpeg_region crop_resampler::prepare(const resize_plan& p, int scale, int height, int width, int size) {
-  const axis_plan x = scaled_axis(p.x, scale, width), y = scaled_axis(p.y, scale, height);
-  taps_for(cols_, x, size);
-  taps_for(rows_, y, size);
+  const resize_plan s = scaled_plan(p, scale, height, width);
+  taps_for(cols_, s.x, size);
+  taps_for(rows_, s.y, size);
   if (p.flip) reverse_taps(cols_);
   pair_weights(cols_, size, pair_w_);
   size_ = size;

@@ -56,6 +56,9 @@ int eval_resize_size(int size);
 // The largest DCT scale (8, 4, 2, else 1) at which the scaled span still has at least the
 // output's resolution on both axes, so the resize after it is still a (filtered) reduction.
 int dct_scale(const resize_plan& p, int max_scale = 8);
+// The plan in the pixels of the image (height x width at full resolution) decoded at 1/scale:
+// the source span scaled, the rows and columns it reads widened to whole scaled pixels.
+resize_plan scaled_plan(const resize_plan& p, int scale, int height, int width);
 
 // ToTensor + Normalize, (v / 255 - mean) / std, as one multiply-add per channel.
 struct normalizer {

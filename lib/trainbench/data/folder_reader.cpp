@@ -147,9 +147,10 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
   const resize_plan plan = plan_for(info, sample, epoch);
   const std::size_t at = out.bytes.size();
   plan_region decoded;
+  resize_plan shipped = plan;
   const bool off_engines = !decoder_.markers().engine_kind() || (refused_ && refused_->known(file));
   if (options_.decode_off_engines && (off_engines || !offered)) {
-    decoded = decode_for_device(plan, info, out);
+    decoded = decode_for_device(plan, info, out, shipped);
   } else {
     // Only the image: the device must never be sent what follows its end-of-image marker.
     const std::size_t image = decoder_.markers().end;
@@ -161,22 +162,27 @@ void folder_reader::encode(std::int64_t file, std::int64_t sample, std::int64_t 
   out.decoded.push_back(decoded);
   out.infos.push_back(info);
   out.markers.push_back(decoder_.markers());
-  out.plans.push_back(plan);
+  out.plans.push_back(shipped);
   out.indices.push_back(file);
 }
 
-// A file the JPEG engines cannot take (progressive, extended, another subsampling, CMYK, ...):
-// libjpeg-turbo decodes its crop's region here (the whole image with partial_decode off), at full
-// resolution, so that the device crops these pixels as it crops an engine's region (region_of:
-// the same rectangle, and the same shift of the plan), and appends them to `out` as packed RGB.
-// On the training thread, nvJPEG's general backend would decode the whole file, Huffman on the
-// host, one image after another.
-plan_region folder_reader::decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out) {
-  const plan_region want =
-      options_.partial_decode ? region_of(plan, info.width, info.height) : plan_region{0, 0, info.width, info.height};
+// A file the workers decode for the device (one the JPEG engines cannot take, or at a position
+// data.device_decode_share leaves them): libjpeg-turbo decodes its crop's region here (the whole
+// image with partial_decode off) at the DCT scale the host path takes (dct_scale: 1/2, 1/4 or 1/8
+// where the scaled crop still has the output's resolution), and appends the pixels to `out` as
+// packed RGB. `shipped` becomes the plan in those pixels' coordinates (scaled_plan), so the device
+// crops them as the host path's resampler does, by the same arithmetic as an engine's region
+// (region_of: the same rectangle and shift, in scaled pixels). On the training thread, nvJPEG's
+// general backend would decode the whole file, Huffman on the host, one image after another.
+plan_region folder_reader::decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out,
+                                             resize_plan& shipped) {
+  const int scale = options_.partial_decode ? dct_scale(plan) : 1;
+  shipped = scale > 1 ? scaled_plan(plan, scale, info.height, info.width) : plan;
+  const int width = jpeg_decoder::scaled(info.width, scale), height = jpeg_decoder::scaled(info.height, scale);
+  const plan_region want = options_.partial_decode ? region_of(shipped, width, height) : plan_region{0, 0, width, height};
   decode_facts& f = last_;
-  f.scale = 1;
-  f.region = {1, want.x0, want.x0 + want.width, want.y0, want.y0 + want.height};
+  f.scale = scale;
+  f.region = {scale, want.x0, want.x0 + want.width, want.y0, want.y0 + want.height};
   const decoded_pixels px = decoder_.decode(f.region);  // x0 and width may widen to libjpeg's iMCU columns
   const std::size_t at = out.bytes.size();
   out.bytes.resize(at + static_cast<std::size_t>(px.width) * 3 * static_cast<std::size_t>(px.rows));

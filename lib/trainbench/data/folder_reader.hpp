@@ -97,11 +97,14 @@ struct encoded_batch {
   // between batches.
   std::vector<std::uint8_t> bytes;
   std::vector<std::size_t> offsets, sizes;
-  // Per image: width 0 where its bytes are the file; else the region of the file (full
-  // resolution) its bytes hold as packed RGB rows, width x 3 bytes each.
+  // Per image: width 0 where its bytes are the file; else the region of the file its bytes hold
+  // as packed RGB rows, width x 3 bytes each, in the pixels of the image at the DCT scale the
+  // worker decoded it at (its plan's coordinates).
   std::vector<plan_region> decoded;
   std::vector<jpeg_info> infos;
   std::vector<jpeg_markers> markers;  // each image's frame, as the marker walker read it
+  // Each image's crop plan, in the coordinates of the file, or of a worker's pixels where
+  // `decoded` is set (decoded at a DCT scale, the plan is scaled as they are).
   std::vector<resize_plan> plans;
   std::vector<std::int64_t> indices;  // dataset index of each file (for error messages)
   // The same bytes in the loader's file ring (pinned memory with data.pin_memory), or null: then
@@ -145,7 +148,8 @@ class folder_reader {
   void transform(std::int64_t file, std::int64_t sample, std::int64_t epoch, float* dst, phase_marker& marks);
   void encode(std::int64_t file, std::int64_t sample, std::int64_t epoch, encoded_batch& out, phase_marker& marks,
               bool offered);
-  plan_region decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out);
+  plan_region decode_for_device(const resize_plan& plan, const jpeg_info& info, encoded_batch& out,
+                                resize_plan& shipped);
   resize_plan plan_for(const jpeg_info& info, std::int64_t sample, std::int64_t epoch);
   template <class F>
   int with_good_file(std::int64_t index, F&& work);

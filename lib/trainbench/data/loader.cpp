@@ -81,9 +81,10 @@ int batch_loader::ring_slots(const loader_options& o) {
 }
 
 std::size_t batch_loader::file_ring_size(const loader_options& o) {
-  // A file as sent (ImageNet's average is about 110 KB), or a worker's pixels of a crop's region at
-  // full resolution, packed RGB (for ImageNet's average 500 x 375 image, half its area about 280 KB),
-  // in the share data.device_decode_share leaves to the workers.
+  // A file as sent (ImageNet's average is about 110 KB), or a worker's pixels of a crop's region,
+  // packed RGB (for ImageNet's average 500 x 375 image, half its area about 280 KB at full
+  // resolution; less where a large crop lets the worker decode at a DCT scale), in the share
+  // data.device_decode_share leaves to the workers.
   const double file = 160 << 10, pixels = 384 << 10;
   const double share = o.folder.decode_off_engines ? std::clamp(o.folder.device_share, 0.0, 1.0) : 1.0;
   const auto per_file = static_cast<std::size_t>(share * file + (1 - share) * pixels);
