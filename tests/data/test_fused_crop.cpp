@@ -10,7 +10,10 @@
 #include <random>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "trainbench/data/crop.hpp"
+#include "trainbench/data/crop_tensor.hpp"
 #if TRAINBENCH_CUDA
 #include "trainbench/cuda/fused_crop.hpp"
 #endif
@@ -183,6 +186,56 @@ TEST_CASE("fused crop: the plan's own region (a device decode's region of intere
   }
   CHECK(smaller > 80);       // most train crops need well under the whole file
   CHECK(shifted_both > 20);  // and the shift is tested on both axes at once
+}
+
+// The device decode's ATen fallback: the same taps as the reference, summed in another order, for
+// files' regions and for a worker's DCT-scaled pixels with their scaled (fractional) plans.
+TEST_CASE("crop_by_taps (the device decode's ATen fallback) is the fused crop's reference within float rounding, "
+          "DCT-scaled plans too") {
+  std::mt19937 rng(47);
+  fused_crop_normalizer identity;
+  for (int c = 0; c < 3; ++c) {
+    identity.scale[c] = 1.f;
+    identity.bias[c] = 0.f;
+  }
+  int scaled = 0, flipped = 0;
+  for (int i = 0; i < 120; ++i) {
+    const int w = 8 + static_cast<int>(rng() % 600), h = 8 + static_cast<int>(rng() % 600);
+    const test_image full = random_image(rng, w, h, 3);
+    const test_case c = random_case(rng, full, i);
+    // The pixels a worker ships: the region of the image at the host path's DCT scale.
+    const int scale = dct_scale(c.plan);
+    const resize_plan shipped = scaled_plan(c.plan, scale, h, w);
+    const int sw = jpeg_decoder::scaled(w, scale), sh = jpeg_decoder::scaled(h, scale);
+    const plan_region r = region_of(shipped, sw, sh);
+    INFO("image " << w << "x" << h << ", scale " << scale << ", S " << c.size << ", flip " << c.plan.flip);
+    scaled += scale > 1;
+    flipped += c.plan.flip;
+    const test_image im = random_image(rng, r.width, r.height, 3);
+    std::vector<std::uint8_t> dense(static_cast<std::size_t>(r.width) * r.height * 3);
+    for (int y = 0; y < r.height; ++y)
+      std::memcpy(dense.data() + static_cast<std::size_t>(y) * r.width * 3, im.at(0, y),
+                  static_cast<std::size_t>(r.width) * 3);
+    const fused_crop_job job{dense.data(), 3LL * r.width, r.width, r.height, 3,
+                             fused_plan(shipped, r.x0, r.y0, r.width, r.height)};
+    REQUIRE(fused_crop_problem(job, c.size).empty());
+    const std::size_t n = 3 * static_cast<std::size_t>(c.size) * c.size;
+    std::vector<float> want(n, -1.f);
+    fused_crop_output out;
+    out.ptr = want.data();
+    out.size = c.size;
+    out.slot_stride = static_cast<std::int64_t>(n);
+    out.layout = crop_layout::nchw;
+    out.dtype = crop_dtype::float32;
+    fused_crop_reference(job, 0, out, identity);
+    const at::Tensor pixels = at::from_blob(dense.data(), {r.height, r.width, 3}, at::kByte);
+    const at::Tensor got = crop_by_taps(pixels, job.plan, c.size);
+    REQUIRE(got.sizes() == at::IntArrayRef({3, c.size, c.size}));
+    const at::Tensor expected = at::from_blob(want.data(), {3, c.size, c.size}, at::kFloat);
+    CHECK((got - expected).abs().max().item<double>() < 2e-3);  // of 255: float sums in another order
+  }
+  CHECK(scaled > 10);
+  CHECK(flipped > 20);
 }
 
 TEST_CASE("fused crop: the kernel's arithmetic on the host equals the reference bit for bit, every dtype and layout") {

@@ -59,6 +59,9 @@ struct nvjpeg_options {
   // on), as libjpeg-turbo's default in the host path; no profile key: tests pin it off to see
   // what it changes.
   bool interpolated_chroma = true;
+  // Tests only, no profile key: false crops by the per-image ATen ops (crop_by_taps), the fallback
+  // where the fused kernel's check fails, so a GPU test can hold them to the host path too.
+  bool fused_crop_for_tests = true;
   // Files nvJPEG cannot decode are decoded on the host; these apply to them as to host decoding.
   std::int64_t max_image_pixels = 89478485;
   bool skip_bad_files = false;  // data.on_bad_file: skip

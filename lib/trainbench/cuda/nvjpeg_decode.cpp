@@ -22,6 +22,7 @@
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cuda_transfer.hpp"
 #include "trainbench/cuda/fused_crop.hpp"
+#include "trainbench/data/crop_tensor.hpp"
 #include "trainbench/data/fused_crop.hpp"
 #include "trainbench/data/jpeg.hpp"
 #include "trainbench/data/load_timing.hpp"
@@ -371,7 +372,8 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     scale_ = at::tensor(scale, opts).view({1, 3, 1, 1}).to(device);
     bias_ = at::tensor(bias, opts).view({1, 3, 1, 1}).to(device);
     norm_ = fused_normalizer(normalizer(o.mean, o.std));
-    fused_ = fused_crop_holds(fused_why_);
+    fused_ = o.fused_crop_for_tests ? fused_crop_holds(fused_why_) : false;
+    if (!o.fused_crop_for_tests) fused_why_ = "the tests asked for the ATen ops";
     if (!fused_) log_warn("nvjpeg: the fused crop kernel is not used, each image is cropped by ATen ops: " + fused_why_);
   }
 
@@ -1214,21 +1216,17 @@ class nvjpeg_transfer final : public transfer_stage, public copy_lane {
     return false;
   }
 
-  // The host plan on the device: rows and columns [lo, hi) resized to out_total, then
-  // [out_first, out_first + S) kept (train: the crop box to S; eval: Resize then CenterCrop).
+  // The host plan on the device by ATen ops (crop_by_taps: the host path's taps, from the plan's
+  // fractional span, as two matrix products): a file's region, or a worker's pixels at a DCT scale
+  // with their scaled plan, cropped, resized, flipped as the fused kernel does.
   void crop_resize(const encoded_batch& e, std::int64_t i, at::Tensor dst) {
     const plan_region& r = decoded_[static_cast<std::size_t>(i)];  // the decoded pixels: whole, or the region
-    const resize_plan& p = e.plans[static_cast<std::size_t>(i)];
-    const std::int64_t s = options_.image_size;
-    at::Tensor img = arena()
-                         .narrow(0, layout_.offsets[static_cast<std::size_t>(i)],
-                                 static_cast<std::int64_t>(r.width) * r.height * 3)
-                         .view({r.height, r.width, 3});
-    at::Tensor crop = img.narrow(0, p.y.lo - r.y0, p.y.hi - p.y.lo).narrow(1, p.x.lo - r.x0, p.x.hi - p.x.lo);
-    at::Tensor x = crop.permute({2, 0, 1}).unsqueeze(0).to(at::kFloat);
-    x = at::_upsample_bilinear2d_aa(x, {p.y.out_total, p.x.out_total}, false);
-    x = x.narrow(2, p.y.out_first, s).narrow(3, p.x.out_first, s);
-    if (p.flip) x = x.flip({3});
+    const at::Tensor img = arena()
+                               .narrow(0, layout_.offsets[static_cast<std::size_t>(i)],
+                                       static_cast<std::int64_t>(r.width) * r.height * 3)
+                               .view({r.height, r.width, 3});
+    const fused_crop_plan plan = fused_plan(e.plans[static_cast<std::size_t>(i)], r.x0, r.y0, r.width, r.height);
+    at::Tensor x = crop_by_taps(img, plan, options_.image_size).unsqueeze(0);
     // Normalised in float, as the host path, then stored in the batch's dtype.
     dst.copy_(x.mul_(scale_).add_(bias_)[0]);
   }

@@ -39,7 +39,7 @@ struct crop_scale {
 crop_box random_resized_crop(int height, int width, sample_rng& rng, const crop_scale& s = {});
 
 // One axis of "source span -> out_total pixels, keep [out_first, out_first + size)", reading only
-// source pixels [lo, hi), in full-resolution pixels.
+// source pixels [lo, hi), in full-resolution pixels (in a DCT-scaled image's after scaled_plan).
 struct axis_plan {
   double start = 0, length = 0;
   int out_total = 0, out_first = 0, lo = 0, hi = 0;

@@ -11,9 +11,9 @@
 
 namespace trainbench {
 
-// The host sampler's plan (full-resolution file coordinates) for the pixels of a width x height
-// region whose top left is column x0, row y0 of the file (a decoded region of interest), or of the
-// whole image (the defaults). The plan's source range [lo, hi) is clipped to the region, which
+// The host sampler's plan (in the file's coordinates, or for a worker's DCT-scaled decode in the
+// scaled image's: scaled_plan) for the pixels of a width x height region whose top left is column
+// x0, row y0 of the image (a decoded region of interest), or of the whole image (the defaults). The plan's source range [lo, hi) is clipped to the region, which
 // changes no output as long as the region holds every pixel a tap reads with a non-zero weight:
 // the plan's [lo, hi) rectangle does, and so does the region crop_resampler::prepare returns.
 fused_crop_plan fused_plan(const resize_plan& p, int x0 = 0, int y0 = 0, int width = -1, int height = -1);
