@@ -1,0 +1,95 @@
+#include "trainbench/model/conv_fusion.hpp"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+#include "trainbench/model/fusion.hpp"
+
+namespace trainbench {
+
+namespace {
+
+// float32 arithmetic for half-precision tensors, float64 for float64 ones.
+at::ScalarType compute_type(const at::Tensor& t) { return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+at::Tensor per_channel(const at::Tensor& v, at::ScalarType type) { return v.to(type).reshape({1, -1, 1, 1}); }
+
+at::Tensor channel_sum(const at::Tensor& t) { return t.sum({0, 2, 3}); }
+
+at::Tensor activation(const at::Tensor& x, const at::Tensor& eq_scale, const at::Tensor& eq_bias) {
+  const at::ScalarType ct = compute_type(x);
+  return at::relu(x.to(ct) * per_channel(eq_scale, ct) + per_channel(eq_bias, ct)).to(x.scalar_type());
+}
+
+}  // namespace
+
+bn_finalized bn_finalize_reference(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count,
+                                   const at::Tensor& gamma, const at::Tensor& beta, double eps) {
+  const at::ScalarType ct = compute_type(sum);
+  const at::Tensor mean = sum.to(ct) / static_cast<double>(count);
+  const at::Tensor var = (sq_sum.to(ct) / static_cast<double>(count) - mean * mean).clamp_min(0.0);
+  const at::Tensor inv_std = at::rsqrt(var + eps);
+  const at::Tensor eq_scale = gamma.to(ct) * inv_std;
+  return {mean, inv_std, eq_scale, beta.to(ct) - mean * eq_scale};
+}
+
+conv_genstats sbr_conv_genstats_reference(const at::Tensor& x, const at::Tensor& eq_scale, const at::Tensor& eq_bias,
+                                          const at::Tensor& w, conv_geometry g) {
+  const at::Tensor y = at::conv2d(activation(x, eq_scale, eq_bias), w, {}, g.stride, g.padding);
+  const at::Tensor y32 = y.to(compute_type(x));
+  return {y, channel_sum(y32), channel_sum(y32 * y32)};
+}
+
+dgrad_dbn dgrad_drelu_dbn_weight_reference(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x,
+                                           const at::Tensor& mean, const at::Tensor& inv_std, const at::Tensor& gamma,
+                                           const at::Tensor& beta, conv_geometry g) {
+  const at::ScalarType ct = compute_type(x);
+  const at::Tensor da = std::get<0>(at::convolution_backward(dy, x, w, at::nullopt, {g.stride},
+                                                             {g.padding}, {1}, false, {0}, 1, {true, false, false}));
+  const at::Tensor xhat = (x.to(ct) - per_channel(mean, ct)) * per_channel(inv_std, ct);
+  const at::Tensor pre = xhat * per_channel(gamma, ct) + per_channel(beta, ct);
+  const at::Tensor dz = at::where(pre > 0, da, at::zeros_like(da));
+  const at::Tensor dz32 = dz.to(ct);
+  const double m = static_cast<double>(x.numel() / x.size(1));
+  const at::Tensor dgamma = channel_sum(dz32 * xhat);
+  const at::Tensor dbeta = channel_sum(dz32);
+  // dx = gamma * inv_std * (dz - dbeta / m - xhat * dgamma / m), written as eq_dy*dz + eq_x*x + eq_b.
+  const at::Tensor eq_dy = gamma.to(ct) * inv_std.to(ct);
+  const at::Tensor eq_x = -eq_dy * inv_std.to(ct) * dgamma / m;
+  const at::Tensor eq_b = -eq_dy * dbeta / m - eq_x * mean.to(ct);
+  return {dz, dgamma, dbeta, eq_dy, eq_x, eq_b};
+}
+
+at::Tensor sbr_wgrad_reference(const at::Tensor& x, const at::Tensor& eq_scale, const at::Tensor& eq_bias,
+                               const at::Tensor& dy, const at::Tensor& w, conv_geometry g) {
+  return std::get<1>(at::convolution_backward(dy, activation(x, eq_scale, eq_bias), w, at::nullopt, {g.stride},
+                                              {g.padding}, {1}, false, {0}, 1, {false, true, false}));
+}
+
+at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const at::Tensor& eq_dy,
+                               const at::Tensor& eq_x, const at::Tensor& eq_b) {
+  const at::ScalarType ct = compute_type(x);
+  const at::Tensor dx = dz.to(ct) * per_channel(eq_dy, ct) + x.to(ct) * per_channel(eq_x, ct) + per_channel(eq_b, ct);
+  return dx.to(x.scalar_type()).contiguous(x.suggest_memory_format());
+}
+
+std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector<std::int64_t>& input_shape) {
+  std::map<const torch::nn::BatchNorm2dImpl*, std::vector<std::int64_t>> shapes;
+  for (const batch_norm_site& s : batch_norm_sites(model, input_shape)) shapes[s.bn] = s.shape;
+  std::vector<conv_fusion_site> out;  // a block comes before its children in named_modules, blocks in order
+  for (const auto& item : model->named_modules()) {
+    std::map<std::string, std::shared_ptr<torch::nn::Module>> children;
+    for (const auto& c : item.value()->named_children()) children[c.key()] = c.value();
+    for (const auto& [bn_name, conv_name] : {std::pair{"bn1", "conv2"}, std::pair{"bn2", "conv3"}}) {
+      if (!children.count(bn_name) || !children.count(conv_name)) continue;
+      auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(children[bn_name].get());
+      auto* conv = dynamic_cast<torch::nn::Conv2dImpl*>(children[conv_name].get());
+      if (!bn || !conv || conv->options.groups() != 1 || conv->options.bias() || !shapes.count(bn)) continue;
+      out.push_back({item.key() + "." + conv_name, bn, conv, shapes[bn]});
+    }
+  }
+  return out;
+}
+
+}  // namespace trainbench

@@ -1,0 +1,82 @@
+#pragma once
+// The convolution fusions of NVIDIA's MLPerf ResNet, as arithmetic: a batch norm and its ReLU
+// folded into the next convolution. Forward, the previous convolution's output x is never
+// normalised into memory: the convolution applies relu(x * eq_scale + eq_bias) to its input as it
+// loads it, and emits the per-channel sum and sum of squares of its own output, from which the
+// next batch norm's eq_scale and eq_bias follow ("finalize"). Backward, the data gradient's
+// convolution applies the ReLU's gradient and reduces the batch norm's weight gradients as it
+// stores, the weight gradient's convolution recomputes the activation as it loads, and one
+// elementwise pass gives the batch norm's input gradient:
+//   dx = eq_dy * dz + eq_x * x + eq_b   (per channel)
+// These are the reference functions (plain ATen, any device, computed in float32, or float64 for
+// float64 input) that the cuDNN graphs of cuda/cudnn_conv_fusion.hpp are held to, and that CI holds
+// to autograd of conv(relu(batch_norm(x))). Tensors are N, C, H, W (any memory format); per-channel
+// tensors have C elements.
+#include <ATen/core/Tensor.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainbench/model/resnet.hpp"
+
+namespace trainbench {
+
+struct conv_geometry {
+  std::int64_t stride = 1, padding = 0;
+};
+
+// The batch's statistics from a sum and a sum of squares over count elements per channel, and the
+// batch norm's scale and shift folded into one multiply-add: eq_scale = gamma * inv_std,
+// eq_bias = beta - mean * eq_scale. The biased variance normalises, as in training.
+struct bn_finalized {
+  at::Tensor mean, inv_std, eq_scale, eq_bias;
+};
+bn_finalized bn_finalize_reference(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count,
+                                   const at::Tensor& gamma, const at::Tensor& beta, double eps);
+
+// Forward: y = conv(relu(x * eq_scale + eq_bias), w) in x's dtype, and y's per-channel sum and
+// sum of squares (float32, or float64).
+struct conv_genstats {
+  at::Tensor y, sum, sq_sum;
+};
+conv_genstats sbr_conv_genstats_reference(const at::Tensor& x, const at::Tensor& eq_scale, const at::Tensor& eq_bias,
+                                          const at::Tensor& w, conv_geometry g);
+
+// Backward, data side: da = the convolution's data gradient of dy; dz = da where
+// x * eq_scale + eq_bias > 0, else 0 (in x's dtype); the batch norm's weight gradients
+// dgamma = sum(dz * xhat), dbeta = sum(dz); and the coefficients of its input gradient.
+struct dgrad_dbn {
+  at::Tensor dz, dgamma, dbeta, eq_dy, eq_x, eq_b;
+};
+dgrad_dbn dgrad_drelu_dbn_weight_reference(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x,
+                                           const at::Tensor& mean, const at::Tensor& inv_std, const at::Tensor& gamma,
+                                           const at::Tensor& beta, conv_geometry g);
+
+// Backward, weight side: the convolution's weight gradient, its input recomputed as
+// relu(x * eq_scale + eq_bias).
+at::Tensor sbr_wgrad_reference(const at::Tensor& x, const at::Tensor& eq_scale, const at::Tensor& eq_bias,
+                               const at::Tensor& dy, const at::Tensor& w, conv_geometry g);
+
+// dx = eq_dy * dz + eq_x * x + eq_b, in x's dtype and memory format.
+at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const at::Tensor& eq_dy,
+                               const at::Tensor& eq_x, const at::Tensor& eq_b);
+
+// A batch norm whose ReLU feeds a convolution and nothing else: the pairs these fusions fold. In
+// torchvision's blocks, bn1 -> conv2, and in a bottleneck also bn2 -> conv3. (A block's last batch
+// norm adds the residual, and the block's output is the next block's residual, so it is kept in
+// memory and is not one of them; nor is the stem's, which feeds the max pool.) Grouped
+// convolutions (ResNeXt's conv2) are left out.
+struct conv_fusion_site {
+  std::string name;  // the convolution's, as in the state dict: "layer1.0.conv2"
+  torch::nn::BatchNorm2dImpl* bn = nullptr;
+  torch::nn::Conv2dImpl* conv = nullptr;
+  std::vector<std::int64_t> input;  // the batch norm's input (= the convolution's): N, C, H, W
+};
+// Every such pair of the model at input_shape (N, 3, H, W), in the order the forward meets them.
+// Runs the model once as batch_norm_sites does (model/fusion.hpp), and leaves it as it was.
+std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector<std::int64_t>& input_shape);
+
+}  // namespace trainbench
