@@ -114,6 +114,18 @@ int main(int argc, char** argv) {
                          "trace of the loop (Chrome trace-event JSON); the ceiling's goes beside it, -ceiling added");
   bottleneck->add_flag("--quiet,-q", neck.quiet, quiet_help);
 
+  fusion_bench_request fb;
+  auto* fusion_bench = app.add_subcommand(
+      "fusion-bench", "would MLPerf's convolution fusions pay? the model's batch norm + ReLU -> convolution pairs, "
+                      "fused against what backend.compile runs, per shape, on the profile's GPU");
+  fusion_bench->add_option("--config,-c", fb.config, "profile YAML file")->required();
+  fusion_bench->add_option("--set", fb.sets, "override a key: key.path=value (repeatable)");
+  fusion_bench->add_option("--out,-o", fb.out, "also write the table as JSON here");
+  fusion_bench->add_option("--rounds", fb.rounds, "alternating rounds of both sides per shape (default 5)");
+  fusion_bench->add_option("--calls", fb.calls, "calls per side and round, timed together (default 10)");
+  fusion_bench->add_flag("--autotune", fb.autotune,
+                         "time every plan cuDNN builds for the fused graphs and keep the fastest (slower to start)");
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "check profiles; one line per error");
   validate->add_option("files", validate_files, "profile files")->required();
@@ -268,6 +280,7 @@ int main(int argc, char** argv) {
       neck.command_line = command_line;
       return bottleneck_command(neck);
     }
+    if (*fusion_bench) return fusion_bench_command(fb);
     if (*validate) return validate_command(validate_files);
     if (*show) return show_command(show_config, show_sets);
     if (*make_ds) return make_dataset_command(ds);

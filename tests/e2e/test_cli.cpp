@@ -308,3 +308,17 @@ TEST_CASE("make-dataset refuses a sample count no machine can hold, before writi
   CHECK_THAT(r.output, Catch::Contains("--per-class 1000"));
   CHECK_FALSE(fs::exists(dir / "jpegs"));
 }
+
+TEST_CASE("fusion-bench needs a CUDA device: exit 2 naming the key, no file written; so is --rounds 0") {
+  const auto dir = tbtest::scratch("fusion_bench_cli");
+  const std::string profile = tbtest::tiny_profile(dir);
+  const auto out = dir / "fusion.json";
+  const tbtest::cli_result cpu = tbtest::run_cli("fusion-bench -c " + profile + " -o " + out.string());
+  CHECK(cpu.code == 2);
+  CHECK(cpu.output.find("key 'device'") != std::string::npos);
+  CHECK(cpu.output.find("needs a CUDA device; 'cpu' is cpu here") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
+  const tbtest::cli_result rounds = tbtest::run_cli("fusion-bench -c " + profile + " --rounds 0");
+  CHECK(rounds.code == 2);
+  CHECK(rounds.output.find("--rounds and --calls must be at least 1") != std::string::npos);
+}

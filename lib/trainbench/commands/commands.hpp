@@ -60,6 +60,18 @@ struct ladder_request {
   std::string command_line;
 };
 
+// fusion-bench: NVIDIA's MLPerf convolution fusions against what backend.compile runs, for every
+// "batch norm, ReLU, convolution" pair of the profile's model, per shape, on its CUDA device.
+struct fusion_bench_request {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;  // JSON; none: the table only
+  int rounds = 5;   // alternating rounds of both sides per shape
+  int calls = 10;   // calls per side and round, between two CUDA events
+  bool autotune = false;  // time every plan of the fused graphs first, as cudnn.benchmark does for convolutions
+};
+int fusion_bench_command(const fusion_bench_request& request);
+
 int run_command(const run_request& request);
 // run / bench-data with several profiles or processes: each process a fresh child of this one.
 int run_processes_command(const run_request& request);

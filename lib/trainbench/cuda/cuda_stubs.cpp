@@ -2,6 +2,7 @@
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
+#include "trainbench/cuda/cudnn_conv_fusion.hpp"
 #include "trainbench/distributed/c10d_state.hpp"
 #include "trainbench/measure/kernel_families.hpp"
 #include "trainbench/model/resnet.hpp"
@@ -36,6 +37,12 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_bn_
   return p;
 }
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
+  no_cuda();
+}
+std::string cudnn_conv_fusion::check_graphs(const conv_fusion_shape&) {
+  return "this trainbench was built against a LibTorch without CUDA";
+}
+conv_fusion_timing time_conv_fusion(const conv_fusion_shape&, const at::Tensor&, batch_norm_ops&, int, int, bool) {
   no_cuda();
 }
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,

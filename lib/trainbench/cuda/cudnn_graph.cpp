@@ -97,12 +97,26 @@ void check_run(fe::error_t status, const char* what) {
   if (status.is_bad()) throw std::runtime_error(std::string("cuDNN ") + what + ": " + status.get_message());
 }
 
-void build(fe::graph::Graph& g, cudnnHandle_t handle) {
+void build(fe::graph::Graph& g, cudnnHandle_t handle, bool all_plans) {
   check(g.validate(), "validate");
   check(g.build_operation_graph(handle), "build_operation_graph");
   check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
   check(g.check_support(handle), "check_support");
-  check(g.build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+  check(g.build_plans(handle, all_plans ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+        "build_plans");
+}
+
+std::int64_t autotune(fe::graph::Graph& g, cudnnHandle_t handle, std::unordered_map<attr, void*>& pack,
+                      const at::Tensor& like) {
+  const cudnnStatus_t s = fe::detail::set_stream(handle, at::cuda::getCurrentCUDAStream());
+  if (s != CUDNN_STATUS_SUCCESS) throw std::runtime_error(std::string("cudnnSetStream: ") + fe::detail::get_error_string(s));
+  const std::int64_t bytes = g.get_autotune_workspace_size();
+  at::Tensor workspace;
+  if (bytes > 0) workspace = at::empty({bytes}, like.options().dtype(at::kByte));
+  check_run(g.autotune(handle, pack, bytes > 0 ? workspace.data_ptr() : nullptr), "autotune");
+  std::int64_t chosen = 0;
+  check_run(g.get_workspace_size(chosen), "get_workspace_size");
+  return chosen;
 }
 
 std::string first_line(const std::string& s) {

@@ -43,8 +43,15 @@ void check(fe::error_t status, const char* what);
 // Running a built plan: no failure there is a refusal.
 void check_run(fe::error_t status, const char* what);
 
-// validate, the operation graph, heuristics A then FALLBACK, the support check, the plans.
-void build(fe::graph::Graph& g, cudnnHandle_t handle);
+// validate, the operation graph, heuristics A then FALLBACK, the support check, the plans: the
+// first that builds, or with all_plans every one that builds (for autotune).
+void build(fe::graph::Graph& g, cudnnHandle_t handle, bool all_plans = false);
+
+// Times every plan of g (built with all_plans) on this pack, as cudnn.benchmark times a
+// convolution's algorithms, makes the fastest g's plan and returns its workspace size. Runs g
+// many times and synchronises the device: before any timed or captured work.
+std::int64_t autotune(fe::graph::Graph& g, cudnnHandle_t handle, std::unordered_map<attr, void*>& pack,
+                      const at::Tensor& like);
 
 // Executes g on the current CUDA stream, its workspace taken from the caching allocator (a CUDA
 // graph's pool during capture) on like's device.

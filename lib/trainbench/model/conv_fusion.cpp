@@ -74,6 +74,17 @@ at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const 
   return dx.to(x.scalar_type()).contiguous(x.suggest_memory_format());
 }
 
+namespace {
+// What the graphs are built for: one group, no bias, a square kernel, one stride and one integer
+// padding for both axes, no dilation.
+bool plain_square(const torch::nn::detail::ConvNdOptions<2>& o) {
+  const auto* pad = std::get_if<torch::ExpandingArray<2>>(&o.padding());
+  return o.groups() == 1 && !o.bias() && pad && (*pad)->at(0) == (*pad)->at(1) &&
+         (*o.kernel_size())[0] == (*o.kernel_size())[1] && (*o.stride())[0] == (*o.stride())[1] &&
+         (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1;
+}
+}  // namespace
+
 std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector<std::int64_t>& input_shape) {
   std::map<const torch::nn::BatchNorm2dImpl*, std::vector<std::int64_t>> shapes;
   for (const batch_norm_site& s : batch_norm_sites(model, input_shape)) shapes[s.bn] = s.shape;
@@ -85,7 +96,7 @@ std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector
       if (!children.count(bn_name) || !children.count(conv_name)) continue;
       auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(children[bn_name].get());
       auto* conv = dynamic_cast<torch::nn::Conv2dImpl*>(children[conv_name].get());
-      if (!bn || !conv || conv->options.groups() != 1 || conv->options.bias() || !shapes.count(bn)) continue;
+      if (!bn || !conv || !shapes.count(bn) || !plain_square(conv->options)) continue;
       out.push_back({item.key() + "." + conv_name, bn, conv, shapes[bn]});
     }
   }

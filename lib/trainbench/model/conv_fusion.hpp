@@ -68,7 +68,8 @@ at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const 
 // torchvision's blocks, bn1 -> conv2, and in a bottleneck also bn2 -> conv3. (A block's last batch
 // norm adds the residual, and the block's output is the next block's residual, so it is kept in
 // memory and is not one of them; nor is the stem's, which feeds the max pool.) Grouped
-// convolutions (ResNeXt's conv2) are left out.
+// convolutions (ResNeXt's conv2) are left out, and so is any the graphs are not built for (a bias,
+// dilation, a kernel, stride or padding that differs between the axes).
 struct conv_fusion_site {
   std::string name;  // the convolution's, as in the state dict: "layer1.0.conv2"
   torch::nn::BatchNorm2dImpl* bn = nullptr;

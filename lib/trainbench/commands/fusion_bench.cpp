@@ -1,0 +1,179 @@
+// trainbench fusion-bench: would NVIDIA's MLPerf convolution fusions pay for this profile's model on
+// this GPU? Every "batch norm, ReLU, convolution" pair of the model (model/conv_fusion.hpp), per
+// distinct shape, run both ways in one process, alternating: what backend.compile runs now against
+// the cuDNN graphs that fold the batch norm into the convolutions (cuda/cudnn_conv_fusion.hpp),
+// each checked against the reference first. Prints the table and what the pairs would cost per
+// step either way; --out writes the same as JSON, rewritten after every shape.
+#include <ATen/Context.h>
+
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+#include "trainbench/commands/commands.hpp"
+#include "trainbench/config/profile_io.hpp"
+#include "trainbench/cuda/cuda_stages.hpp"
+#include "trainbench/cuda/cudnn_conv_fusion.hpp"
+#include "trainbench/measure/stats.hpp"
+#include "trainbench/model/conv_fusion.hpp"
+#include "trainbench/model/fusion.hpp"
+#include "trainbench/model/resnet.hpp"
+#include "trainbench/pipeline.hpp"
+#include "trainbench/stages/train_step.hpp"
+#include "trainbench/util/error.hpp"
+#include "trainbench/util/fs.hpp"
+
+namespace trainbench {
+
+namespace {
+
+struct shape_group {
+  conv_fusion_shape shape;
+  torch::nn::Conv2dImpl* conv = nullptr;  // the first layer of the shape: its weights are used
+  std::vector<std::string> layers;
+};
+
+std::vector<shape_group> group_by_shape(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>,
+           std::size_t>
+      index;
+  std::vector<shape_group> groups;
+  for (const conv_fusion_site& site : sites) {
+    const auto& o = site.conv->options;
+    conv_fusion_shape s;
+    s.dtype = dtype;
+    s.n = site.input[0];
+    s.c = site.input[1];
+    s.h = site.input[2];
+    s.w = site.input[3];
+    s.k = o.out_channels();
+    s.r = (*o.kernel_size())[0];
+    s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
+    s.eps = site.bn->options.eps();
+    s.momentum = site.bn->options.momentum().value_or(0.1);
+    const auto key = std::make_tuple(s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding);  // eps, momentum: the model's one
+    const auto [it, added] = index.emplace(key, groups.size());
+    if (added) groups.push_back({s, site.conv, {}});
+    groups[it->second].layers.push_back(site.name);
+  }
+  return groups;
+}
+
+std::string shape_text(const conv_fusion_shape& s) {
+  std::ostringstream os;
+  os << s.c << "x" << s.h << "x" << s.w << " -> " << s.k << " " << s.r << "x" << s.r << "/" << s.g.stride;
+  return os.str();
+}
+
+}  // namespace
+
+int fusion_bench_command(const fusion_bench_request& r) {
+  if (r.rounds < 1 || r.calls < 1) throw input_error("fusion-bench: --rounds and --calls must be at least 1");
+  const profile p = load_profile(r.config, r.sets).value;
+  const c10::Device device = resolve_device(p.device);
+  if (!device.is_cuda())
+    throw config_error(r.config, "device",
+                       "fusion-bench measures cuDNN graphs and needs a CUDA device; '" + p.device + "' is " +
+                           device.str() + " here");
+  if (p.train.batch_size_auto)
+    throw config_error(r.config, "train.batch_size", "fusion-bench needs a number, not auto (--set train.batch_size=256)");
+  make_device_current(device);
+  prepare_fusions(device);  // cuDNN's frontend reads its environment: before any thread starts
+  at::globalContext().setBenchmarkCuDNN(p.backend.cudnn_benchmark);
+  at::globalContext().setAllowTF32CuDNN(p.backend.tf32);
+  const at::ScalarType dtype = p.train.amp == amp_mode::off ? at::kFloat : amp_dtype(p.train.amp);
+
+  resnet model = make_resnet(p.model.arch, p.model.num_classes, p.model.zero_init_residual);
+  model->to(device);
+  weights_to_channels_last(*model);
+  model->train();
+  const std::vector<std::int64_t> input{p.train.batch_size, 3, p.data.image_size, p.data.image_size};
+  // What backend.compile runs for the batch norms now: the unfused side's ops.
+  fusion_request fr;
+  fr.device = device;
+  fr.amp = p.train.amp;
+  fr.channels_last = true;
+  fr.input_shape = input;
+  fr.route = fused_batch_norm_route(p);
+  const fusion_outcome outcome = fuse_batch_norm(model, fr);
+  const std::vector<conv_fusion_site> sites = conv_fusion_sites(model, input);
+  const std::vector<shape_group> groups = group_by_shape(sites, dtype);
+
+  nlohmann::ordered_json out = {{"arch", p.model.arch},
+                                {"batch", p.train.batch_size},
+                                {"image_size", p.data.image_size},
+                                {"dtype", c10::toString(dtype)},
+                                {"device", cuda_device_name(device)},
+                                {"unfused_batch_norm", outcome.applied},
+                                {"unfused_batch_norm_notes", outcome.ineffective},
+                                {"rounds", r.rounds},
+                                {"autotune", r.autotune},
+                                {"calls", r.calls},
+                                {"shapes", nlohmann::json::array()}};
+  std::cout << "fusion-bench: " << p.model.arch << ", batch " << p.train.batch_size << ", " << p.data.image_size
+            << " px, " << c10::toString(dtype) << ", " << sites.size() << " batch norm + ReLU -> convolution pairs in "
+            << groups.size() << " shapes\n"
+            << "  unfused side (what backend.compile runs): "
+            << (outcome.applied.empty() ? std::string("PyTorch's batch norm, ReLU") : outcome.applied.front()) << "\n";
+  std::cout << "  " << std::left << std::setw(28) << "input -> filter/stride" << std::right << std::setw(7) << "layers"
+            << std::setw(13) << "unfused ms" << std::setw(11) << "fused ms" << std::setw(9) << "ratio" << std::setw(11)
+            << "rel. error" << "\n";
+  double unfused_step = 0, fused_step = 0;
+  std::size_t measured_layers = 0;
+  for (const shape_group& g : groups) {
+    const conv_fusion_timing t = time_conv_fusion(g.shape, g.conv->weight, *model->batch_norm_ops_in_use(), r.rounds,
+                                                  r.calls, r.autotune);
+    nlohmann::ordered_json row = {{"input", {g.shape.n, g.shape.c, g.shape.h, g.shape.w}},
+                                  {"filter", {g.shape.k, g.shape.c, g.shape.r, g.shape.r}},
+                                  {"stride", g.shape.g.stride},
+                                  {"padding", g.shape.g.padding},
+                                  {"layers", g.layers}};
+    std::cout << "  " << std::left << std::setw(28) << shape_text(g.shape) << std::right << std::setw(7)
+              << g.layers.size();
+    if (!t.refused.empty()) {
+      row["refused"] = t.refused;
+      std::cout << "  not built: " << t.refused << "\n";
+    } else {
+      const double u = summarize(t.unfused_ms).median, f = summarize(t.fused_ms).median;
+      row["unfused_ms"] = t.unfused_ms;
+      row["fused_ms"] = t.fused_ms;
+      row["unfused_median_ms"] = u;
+      row["fused_median_ms"] = f;
+      row["fused_over_unfused"] = f / u;
+      row["max_relative_error"] = t.max_relative_error;
+      row["how"] = t.how;
+      if (!t.wrong.empty()) row["wrong"] = t.wrong;
+      std::cout << std::fixed << std::setprecision(3) << std::setw(13) << u << std::setw(11) << f << std::setw(9)
+                << f / u << std::setprecision(4) << std::setw(11) << t.max_relative_error
+                << (t.wrong.empty() ? "" : "  WRONG: " + t.wrong) << "\n"
+                << std::defaultfloat;
+      if (t.wrong.empty()) {  // a wrong result's speed is not counted
+        const double n = static_cast<double>(g.layers.size());
+        unfused_step += n * u;
+        fused_step += n * f;
+        measured_layers += g.layers.size();
+      }
+    }
+    out["shapes"].push_back(row);
+    // After every shape: a run stopped by a time limit keeps what it measured (no handler: SIGINT ends it).
+    std::cout << std::flush;
+    if (!r.out.empty()) write_file_atomic(r.out, out.dump(2) + "\n");
+  }
+  out["per_step"] = {{"layers", sites.size()},
+                     {"measured_layers", measured_layers},
+                     {"unfused_ms", unfused_step},
+                     {"fused_ms", fused_step},
+                     {"saved_ms", unfused_step - fused_step}};
+  std::cout << std::fixed << std::setprecision(2) << "  per step, " << measured_layers << " of " << sites.size()
+            << " pairs measured: unfused " << unfused_step << " ms, fused " << fused_step << " ms";
+  if (unfused_step > 0)
+    std::cout << " (" << 100.0 * (unfused_step - fused_step) / unfused_step << "% of these layers' time saved)";
+  std::cout << "\n" << std::defaultfloat;
+  if (!r.out.empty()) write_file_atomic(r.out, out.dump(2) + "\n");
+  return exit_code::ok;
+}
+
+}  // namespace trainbench

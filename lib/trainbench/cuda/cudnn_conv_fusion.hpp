@@ -1,0 +1,109 @@
+#pragma once
+// NVIDIA's MLPerf ResNet convolution fusions (model/conv_fusion.hpp) as cuDNN frontend graphs, for
+// one "batch norm, ReLU, convolution" of a model at one shape: the batch norm's finalize from
+// its input's sum and sum of squares; the convolution with a scale-bias-ReLU prologue and a
+// genstats epilogue; the data gradient's convolution with the ReLU's gradient and the batch
+// norm's weight gradients in its epilogue; the weight gradient's convolution with the same
+// prologue; and the batch norm's input gradient in one pass of our own (cuda/dbn_apply.hpp).
+// `fusion-bench` times them against what backend.compile runs for the same layers, so that a GPU
+// run says what they would buy before the model is rebuilt around them. NHWC, fp16, bf16 or fp32
+// activations; NVIDIA's samples run these patterns on Ampere and Hopper.
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/conv_fusion.hpp"
+
+namespace trainbench {
+
+struct conv_fusion_shape {
+  at::ScalarType dtype = at::kHalf;
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // the batch norm's input, the convolution's input
+  std::int64_t k = 0, r = 0;                // output channels, a square r x r filter
+  conv_geometry g;
+  double eps = 1e-5, momentum = 0.1;  // the batch norm's
+  std::int64_t out_h() const { return (h + 2 * g.padding - r) / g.stride + 1; }
+  std::int64_t out_w() const { return (w + 2 * g.padding - r) / g.stride + 1; }
+};
+
+// cuDNN declines a graph of the fusion for this shape, or this build has none.
+struct conv_fusion_refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class cudnn_conv_fusion {
+ public:
+  // Builds the four graphs on the current CUDA device with this thread's cuDNN handle: with
+  // autotune every plan cuDNN builds, timed on each graph's first call, else cuDNN's first
+  // heuristic plan. Throws with cuDNN's refusal (conv_fusion_refused) or the failure (the first
+  // line says which graph), or, in a build without the frontend's headers, why there are none
+  // (conv_fusion_refused too).
+  cudnn_conv_fusion(const conv_fusion_shape& s, bool autotune);
+  ~cudnn_conv_fusion();
+  cudnn_conv_fusion(const cudnn_conv_fusion&) = delete;
+  cudnn_conv_fusion& operator=(const cudnn_conv_fusion&) = delete;
+
+  // The batch norm's statistics and folded scale and bias from its input's sum and sum of squares,
+  // and its running statistics updated in place with the shape's momentum (float, C each).
+  bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, const at::Tensor& gamma,
+                        const at::Tensor& beta, const at::Tensor& running_mean, const at::Tensor& running_var);
+  // y = conv(relu(x * eq_scale + eq_bias), w), with y's sum and sum of squares. x and w NHWC in
+  // the shape's dtype.
+  conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w);
+  struct gradients {
+    at::Tensor dx, dw, dgamma, dbeta;
+  };
+  // From y's gradient dy: the batch norm's input gradient and weight gradients, and the
+  // convolution's weight gradient.
+  gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x, const bn_finalized& f,
+                     const at::Tensor& gamma, const at::Tensor& beta);
+  // How the graphs were typed (float scale and bias, or in the activation dtype as NVIDIA's
+  // samples pass them) and planned.
+  std::string describe() const;
+
+  // The four graphs of shape s as far as the frontend's own checks go (validate: shapes, types,
+  // every attribute a node needs), with no GPU and no cuDNN handle: "" where they pass, else the
+  // first failure. A graph that fails here would be refused on every GPU; CI runs it.
+  static std::string check_graphs(const conv_fusion_shape& s);
+
+ private:
+  cudnn_conv_fusion() = default;
+  void build_graphs(const conv_fusion_shape& s, bool autotune, bool validate_only);
+  struct graphs;
+  std::unique_ptr<graphs> g_;
+};
+
+// One shape's measurement: both sides compute, from the same inputs, the convolution's output and
+// the gradients of the batch norm's input, scale and shift and of the convolution's weight.
+//   unfused: what backend.compile runs for the pair now, forward and backward through autograd:
+//            `ops.bn_relu` (cuDNN's fused batch norm + ReLU), then the convolution;
+//   fused:   finalize, the prologued convolution with genstats, the fused data gradient, the
+//            prologued weight gradient, the apply pass (cudnn_conv_fusion).
+// (The fused side makes the statistics of its output and takes its input's from the previous
+// convolution; the unfused side reduces its input. Over a model each is counted once.)
+// The sides alternate over `rounds`, each timed over `calls` back-to-back calls between two CUDA
+// events, after one untimed call each (with autotune the fused side's times its plans there, as
+// cudnn.benchmark times the unfused convolutions' algorithms in theirs).
+struct conv_fusion_timing {
+  std::string refused;  // "" where the fused graphs built, else cuDNN's refusal (other errors throw)
+  std::string wrong;    // "" where the fused results agree with the reference, else what differs
+  std::string how;      // cudnn_conv_fusion::describe()
+  double max_relative_error = 0.0;           // over the outputs, in the norm of each
+  std::vector<double> unfused_ms, fused_ms;  // per call, one entry per round
+};
+conv_fusion_timing time_conv_fusion(const conv_fusion_shape& s, const at::Tensor& weight, batch_norm_ops& unfused,
+                                    int rounds, int calls, bool autotune);
+
+// How far the fused results may be from the reference per activation dtype: each output's norm
+// of the difference over its norm.
+inline double conv_fusion_tolerance(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? 5e-2 : dtype == at::kHalf ? 2e-2 : 1e-2;  // fp32 convolutions may run TF32
+}
+
+}  // namespace trainbench
