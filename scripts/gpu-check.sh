@@ -17,9 +17,10 @@
 #                     ladder keeps the rungs it finished), phases with no time left are skipped and
 #                     listed in skipped.txt; the results page and the pack always run
 #     --only LIST     the phases to run, comma-separated, from: data tests ladder reference plus decode
-#                     resnet50 bottleneck dist sanitizer imagenet probe (default: all, in that order:
-#                     their priority; data runs whenever a selected phase needs it; probe, the bf16
-#                     probe, has no time of its own: it runs on what the others left)
+#                     resnet50 bottleneck dist sanitizer imagenet fusion probe (default: all, in that
+#                     order: their priority; data runs whenever a selected phase needs it; fusion
+#                     (fusion-bench) and probe (the bf16 probe) have no time of their own: they run
+#                     on what the others left, and in a second call)
 #     --phase-budget  P=S,...: another cap for some phases (seconds), e.g. tests=200
 #     --tests-from F  run only the [gpu] test cases named in F, one a line (a first call's
 #                     gpu-tests-left.txt: the cases it did not finish)
@@ -32,7 +33,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 deps="" prebuilt="" out="gpu-check-out" quick=0 rehearse=0 budget=0 only="" pack="" tests_from="" plan_only=0
 phase_budget_arg=""
-all_phases="data tests ladder reference plus decode resnet50 bottleneck dist sanitizer imagenet probe"
+all_phases="data tests ladder reference plus decode resnet50 bottleneck dist sanitizer imagenet fusion probe"
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) deps=$(realpath "$2"); shift 2 ;;
@@ -91,7 +92,7 @@ done
 # its cap (see docs/gpu-check.md). setup: preflight, libraries, --version; reserve: SIGKILL grace,
 # compare, the page and the pack.
 declare -A plan=([setup]=8 [data]=12 [tests]=125 [ladder]=75 [reference]=100 [plus]=50 [decode]=20
-                 [resnet50]=50 [bottleneck]=15 [dist]=18 [sanitizer]=32 [imagenet]=20 [probe]=0)
+                 [resnet50]=50 [bottleneck]=15 [dist]=18 [sanitizer]=32 [imagenet]=20 [fusion]=0 [probe]=0)
 reserve=15
 if [ -n "$phase_budget_arg" ]; then
   for kv in ${phase_budget_arg//,/ }; do
@@ -618,6 +619,39 @@ if start imagenet; then
   keep_unfinished imagenet_files imagenet "${imagenet_files[@]}"
   [ ${#imagenet_files[@]} -gt 0 ] &&
     within $TB ladder "${imagenet_files[@]}" --out "$out/imagenet" --rounds $rounds_other --quiet "${sets[@]}"
+fi
+
+if start fusion; then
+  # Whether MLPerf's convolution fusions would pay (trainbench fusion-bench): every "batch norm,
+  # ReLU, convolution" pair of the ResNet-50 recipe and of ResNet-18's best configuration, per
+  # shape, the cuDNN graphs that fold the batch norm into the convolutions against what
+  # backend.compile runs, alternating. No time of its own: what the phases before it left, and a
+  # second call's. Each JSON is rewritten after every shape, so a cut keeps what was measured.
+  fusion_profiles=(resnet50:configs/resnet50/09-compile.yaml resnet18:configs/best/00-compile-fp16.yaml)
+  for fp in "${fusion_profiles[@]}"; do
+    name=${fp%%:*} file=${fp#*:}
+    if [ $rehearse = 1 ]; then
+      # On the CPU it must refuse with the device's key: the command and the profile are checked.
+      $TB fusion-bench -c "$file" "${sets[@]}" > "$out/fusion-$name.txt" 2>&1
+      rc=$?
+      if [ $rc = 2 ] && grep -q "key 'device'" "$out/fusion-$name.txt"; then
+        echo "fusion-bench $name on the CPU: exit 2, the device named, as expected"
+      else
+        echo "fusion-bench $name on the CPU: exit $rc, UNEXPECTED (2 naming the device key expected)"; cat "$out/fusion-$name.txt"
+      fi
+      continue
+    fi
+    if [ -n "${continue_from:-}" ] && grep -q '"per_step"' "$continue_from/fusion-$name.json" 2>/dev/null; then
+      echo "fusion-bench $name finished in the first call: not run again"; continue
+    fi
+    if [ "$(phase_left)" -lt 30 ]; then
+      echo "fusion: $(phase_left) s left, too few for fusion-bench $name: left for a second call"
+      echo fusion >> "$out/cut.txt"; break
+    fi
+    within $TB fusion-bench -c "$file" --rounds 3 --calls 5 -o "$out/fusion-$name.json" > "$out/fusion-$name.txt" 2>&1 ||
+      echo "fusion-bench $name failed or was cut (fusion-$name.txt)"
+    tail -4 "$out/fusion-$name.txt"
+  done
 fi
 
 if start probe; then

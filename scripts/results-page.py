@@ -23,7 +23,7 @@ STAGES = ["data_wait", "h2d", "preprocess", "forward", "backward", "allreduce", 
 # NVIDIA's MLPerf Training v4.0 ResNet-50 on the H200, images/s per GPU (the goal of the ResNet-50 recipe).
 MLPERF_R50_H200 = 7951.0
 PHASES = ["setup", "build", "data", "tests", "ladder", "reference", "plus", "decode", "resnet50", "bottleneck",
-          "dist", "sanitizer", "imagenet"]
+          "dist", "sanitizer", "imagenet", "fusion"]
 RAW = ""   # --raw-dir with a trailing slash, or ""
 BASE = ""  # the folder the raw-dir stands for: the out dirs' common parent (or the one out dir)
 
@@ -602,7 +602,8 @@ def conv_fusions_verdict(norm_share):
 
 
 def conv_fusions_lines(groups):
-    """For each compiled rung: what the convolution fusions (not written) could buy at most."""
+    """For each compiled rung: what the convolution fusions could buy at most, by the kernel shares
+    (fusion-bench measures them: fusion_bench_section)."""
     rows = [(f"{part}/{n}", k) for part, reports in groups for n, r in reports.items()
             if (r.get("effective") or {}).get("compile") and (k := kernel_families_of(r)) and not is_ceiling(r)]
     if not rows:
@@ -614,6 +615,57 @@ def conv_fusions_lines(groups):
         norm = shares.get("norm_activation", 0)
         print(f"- {name}: norm_activation {100 * norm:.1f}%, convolution {100 * shares.get('convolution', 0):.1f}%: "
               f"{conv_fusions_verdict(norm)}.")
+
+
+# fusion-bench's JSON per model (scripts/gpu-check.sh's fusion phase) and the rung whose step it is
+# read against.
+FUSION_BENCHES = [("resnet50", "resnet50", "09-compile"), ("resnet18", "best", "00-compile-fp16")]
+
+
+def fusion_bench_section(dirs, parts_by_name):
+    """fusion-bench: MLPerf's convolution fusions against what backend.compile runs, per shape, and
+    what they would save per step, against the compiled rung's step where the kit measured it."""
+    found = [(name, f, part, rung) for name, part, rung in FUSION_BENCHES
+             if (f := last_existing(dirs, f"fusion-{name}.json"))]
+    if not found:
+        return
+    print("\n## Convolution fusions measured (fusion-bench)\n")
+    print("Every \"batch norm, ReLU, convolution\" pair of the model, per shape: the cuDNN graphs that fold the batch "
+          "norm into the convolutions (MLPerf's) against what `backend.compile` runs, forward and backward, "
+          "alternating ([fused-batch-norm.md](../fused-batch-norm.md#convolution-fusions-measured-before-they-are-built)). A shape whose fused result "
+          "differs from the reference is not counted.")
+    for name, f, part, rung in found:
+        try:
+            j = json.load(open(f))
+        except (OSError, ValueError):
+            print(f"\n{name}: [{os.path.basename(f)}]({link(f)}) unreadable")
+            continue
+        print(f"\n### {j.get('arch', name)}, batch {j.get('batch', '?')}, {j.get('dtype', '?')} "
+              f"([{os.path.basename(f)}]({link(f)}))\n")
+        print("| input -> filter | stride | layers | unfused ms | fused ms | fused / unfused | rel. error | note |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        for row in j.get("shapes", []):
+            n, c, h, w = row.get("input", [0, 0, 0, 0])
+            k, _, r, _ = row.get("filter", [0, 0, 0, 0])
+            note = row.get("refused") or row.get("wrong") or ""
+            ratio = row.get("fused_over_unfused")
+            err = row.get("max_relative_error")
+            print(f"| {c}x{h}x{w} -> {k} {r}x{r} | {row.get('stride', '?')} | {len(row.get('layers', []))} | "
+                  f"{fmt(row.get('unfused_median_ms'), 3)} | {fmt(row.get('fused_median_ms'), 3)} | "
+                  f"{f'{ratio:.2f}x' if ratio else '–'} | {f'{err:.1e}' if err is not None else '–'} | "
+                  f"{note[:120].replace('|', '/')} |")
+        step = j.get("per_step")
+        if not step:
+            print("\nCut before its end: no per-step total.")
+            continue
+        line = (f"\nPer step, {step['measured_layers']:.0f} of {step['layers']} pairs measured: unfused "
+                f"{step['unfused_ms']:.2f} ms, fused {step['fused_ms']:.2f} ms, saved {step['saved_ms']:.2f} ms")
+        r = parts_by_name.get(part, {}).get(rung)
+        sps = median(r) if r else None
+        if sps and j.get("batch"):
+            step_ms = 1000.0 * j["batch"] / sps
+            line += f": {100 * step['saved_ms'] / step_ms:.1f}% of {part}/{rung}'s step ({step_ms:.1f} ms)"
+        print(line + ".")
 
 
 # The twins that differ in the dtype alone: (fp16 rung, bf16 rung) by the start of the name.
@@ -735,6 +787,7 @@ def main():
     resnet50_section(r50)
     compile_section([("ladder", ladder), ("ladder-plus", plus), ("best", best), ("resnet50", r50)])
     kernel_families_section([("ladder", ladder), ("ladder-plus", plus), ("best", best), ("resnet50", r50)])
+    fusion_bench_section(dirs, {"resnet50": r50, "best": best})
     precision_section([("best", best), ("ladder-plus", plus)])
     for part, reports in [("ladder", ladder), ("ladder-plus", plus), ("best", best), ("reference", ref),
                           ("reference ladder-plus", ref_plus), ("reference best", ref_best), ("imagenet", imagenet),
@@ -745,7 +798,8 @@ def main():
     # A phase one call skipped or cut and a later call ran to its end is neither.
     output_of = {"tests": "gpu-tests.txt", "ladder": "ladder", "reference": "pytorch", "bottleneck": "bottleneck",
                  "plus": "ladder-plus", "dist": "dist-nccl-1.json", "imagenet": "imagenet", "resnet50": "resnet50",
-                 "sanitizer": "sanitizer-memcheck.txt", "decode": "decode", "data": "route.txt"}
+                 "sanitizer": "sanitizer-memcheck.txt", "decode": "decode", "data": "route.txt",
+                 "fusion": "fusion-resnet50.json"}
     skipped = sorted({p for d in dirs if os.path.exists(os.path.join(d, "skipped.txt"))
                       for p in open(os.path.join(d, "skipped.txt")).read().split()
                       if not last_existing(dirs, output_of.get(p, p))})
