@@ -39,6 +39,9 @@ cudnn_fusion_probe probe_cudnn_batch_norm(c10::Device, at::ScalarType, fused_bn_
 std::shared_ptr<batch_norm_ops> cudnn_batch_norm_ops(c10::Device, at::ScalarType, const cudnn_fusion_probe&) {
   no_cuda();
 }
+std::string cudnn_batch_norm_graph_check(at::ScalarType, bool, bool, bool, at::IntArrayRef) {
+  return "this trainbench was built against a LibTorch without CUDA";
+}
 std::string cudnn_conv_fusion::check_graphs(const conv_fusion_shape&) {
   return "this trainbench was built against a LibTorch without CUDA";
 }

@@ -81,6 +81,14 @@ void start_graph(fe::graph::Graph& g, const graph_key& k) {
       .set_compute_data_type(fe::DataType_t::FLOAT);
 }
 
+// The plan for k's handle and its workspace; with no handle, the frontend's own checks alone
+// (cudnn_batch_norm_graph_check, on a host without a GPU).
+void finish(fe::graph::Graph& g, const graph_key& k, std::int64_t& workspace) {
+  if (!k.handle) return check(g.validate(), "validate");
+  build(g, k.handle);
+  check(g.get_workspace_size(workspace), "get_workspace_size");
+}
+
 // BnAddRelu: y = relu(bn(x) [+ residual]), mask = y > 0 (a bit per element; only in the mask form),
 // the batch mean and inverse standard deviation, and the next running statistics. Without relu:
 // y = bn(x), no mask.
@@ -113,8 +121,7 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
   if (!k.relu) {
     f->y = normed;
     f->y->set_output(true).set_data_type(io);
-    build(g, k.handle);
-    check(g.get_workspace_size(f->workspace), "get_workspace_size");
+    finish(g, k, f->workspace);
     return f;
   }
   attr pre = normed;
@@ -125,8 +132,7 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
   f->y = g.pointwise(pre, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
   f->y->set_output(true).set_data_type(io);
   if (!k.mask) {  // the C++ samples' "SGBN Add Relu": the backward reads y instead
-    build(g, k.handle);
-    check(g.get_workspace_size(f->workspace), "get_workspace_size");
+    finish(g, k, f->workspace);
     return f;
   }
   attr zero = g.tensor(fe::graph::Tensor_attributes(0.0f));
@@ -135,8 +141,7 @@ std::unique_ptr<forward_graph> make_forward(const graph_key& k) {
                             .set_mode(fe::PointwiseMode_t::CMP_GT)
                             .set_compute_data_type(fe::DataType_t::FLOAT));
   f->mask->set_output(true).set_data_type(fe::DataType_t::BOOLEAN);
-  build(g, k.handle);
-  check(g.get_workspace_size(f->workspace), "get_workspace_size");
+  finish(g, k, f->workspace);
   return f;
 }
 
@@ -181,8 +186,7 @@ std::unique_ptr<backward_graph> make_backward(const graph_key& k) {
   b->dx = dx;
   b->dscale = dscale;
   b->dbias = dbias;
-  build(g, k.handle);
-  check(g.get_workspace_size(b->workspace), "get_workspace_size");
+  finish(g, k, b->workspace);
   return b;
 }
 
@@ -693,6 +697,20 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
   return cudnn_batch_norm_refusal(bn, nchw, dtype, relu, add, check.relu_from_output);
 }
 
+std::string cudnn_batch_norm_graph_check(at::ScalarType dtype, bool relu, bool add, bool mask,
+                                         at::IntArrayRef nchw) {
+  TORCH_CHECK(nchw.size() == 4, "cudnn_batch_norm_graph_check: expected N, C, H, W");
+  try {
+    load_cudnn();
+    const graph_key k{nullptr, dtype, relu, add, relu && mask, nchw[0], nchw[1], nchw[2], nchw[3], 1e-5, 0.1};
+    make_forward(k);
+    make_backward(backward_key(k));
+    return std::string();
+  } catch (const std::exception& e) {
+    return first_line(e.what());
+  }
+}
+
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                                     const torch::Tensor& residual, bool unbias_running_var, bool relu_from_output) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4, "cudnn_batch_norm_relu: expected a CUDA N,C,H,W tensor");
@@ -736,6 +754,7 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntA
                                      const cudnn_fusion_check&) {
   return missing;
 }
+std::string cudnn_batch_norm_graph_check(at::ScalarType, bool, bool, bool, at::IntArrayRef) { return missing; }
 torch::Tensor cudnn_batch_norm_relu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&, const torch::Tensor&, bool,
                                     bool) {
   throw std::runtime_error(missing);

@@ -89,6 +89,12 @@ std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::I
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl& bn, at::IntArrayRef nchw, at::ScalarType dtype,
                                      bool relu, bool add, const cudnn_fusion_check& check);
 
+// The forward and backward graphs of a fusion (relu; add, with relu; neither: the plain batch
+// norm; mask: the bit-mask form) at N, C, H, W in dtype, as far as the frontend's own checks go
+// (validate: shapes, types, every attribute a node needs), with no GPU and no cuDNN handle: "" where
+// they pass, else the first failure. A graph that fails here would be refused on every GPU; CI runs it.
+std::string cudnn_batch_norm_graph_check(at::ScalarType dtype, bool relu, bool add, bool mask, at::IntArrayRef nchw);
+
 // Drops the graphs, plans and shape decisions of batch norms whose batch (N) is one of `batches`:
 // train.batch_size: auto's tries build them for sizes the run does not take. Call it when no step
 // that ran them is alive (no captured graph replays them).
