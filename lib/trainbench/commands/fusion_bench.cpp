@@ -1,11 +1,12 @@
 // trainbench fusion-bench: would NVIDIA's MLPerf convolution fusions pay for this profile's model on
 // this GPU? Every "batch norm, ReLU, convolution" pair of the model (model/conv_fusion.hpp), per
-// distinct shape, run both ways in one process, alternating: what backend.compile runs now against
+// distinct shape (largest share of the convolution work first), run both ways in one process, alternating: what backend.compile runs now against
 // the cuDNN graphs that fold the batch norm into the convolutions (cuda/cudnn_conv_fusion.hpp),
 // each checked against the reference first. Prints the table and what the pairs would cost per
 // step either way; --out writes the same as JSON, rewritten after every shape.
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -59,6 +60,14 @@ std::vector<shape_group> group_by_shape(const std::vector<conv_fusion_site>& sit
     if (added) groups.push_back({s, site.conv, {}});
     groups[it->second].layers.push_back(site.name);
   }
+  // Largest share of the model's convolution work first, so that a run stopped by a time limit
+  // has measured the shapes that matter most.
+  const auto work = [](const shape_group& g) {
+    const conv_fusion_shape& s = g.shape;
+    return static_cast<double>(g.layers.size()) * s.n * s.k * s.c * s.r * s.r * s.out_h() * s.out_w();
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const shape_group& a, const shape_group& b) { return work(a) > work(b); });
   return groups;
 }
 
