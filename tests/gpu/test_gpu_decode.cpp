@@ -496,6 +496,80 @@ TEST_CASE("the loader's workers decode what the JPEG engines cannot take, and th
   }
 }
 
+namespace {
+
+// 8 baseline photos of 1600 x 1200 (give or take): at 64 px every RandomResizedCrop is at least
+// twice the output on both sides, so the host path decodes each at 1/2, 1/4 or 1/8 of its size.
+fs::path large_folder() {
+  static const fs::path root = [] {
+    const auto dir = tbtest::scratch("gpu-decode-large");
+    for (int i = 0; i < 8; ++i) {
+      const int w = 1600 - 16 * i, h = 1200 - 8 * i;
+      const auto px = pattern(w, h, 40 + i);
+      write_bytes(dir / "train" / (i % 2 ? "b" : "a") / ("big" + std::to_string(i) + ".jpg"),
+                  encode_jpeg(px.data(), w, h, 3, {}));
+    }
+    return dir;
+  }();
+  return root;
+}
+
+}  // namespace
+
+// data.device_decode_share with partial decoding on large photos: the workers decode their share
+// at the host path's DCT scale (scaled_plan), ship the scaled region and plan, and the device crops
+// those pixels: each such image is the host path's (the same libjpeg-turbo pixels at the same
+// scale, the same taps) within the kernel's float tolerance. A worker that decoded at full size
+// and let the device shrink it would be off by more; its region would not fit the scaled image.
+TEST_CASE("with device_decode_share and partial decoding, the workers' large photos are the host path's, DCT-scaled",
+          "[gpu]") {
+  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
+  const c10::Device device(c10::kCUDA, 0);
+  const auto ds = read_image_folder(large_folder(), "train");
+  loader_options ho = options(false), fo = options(true);
+  ho.folder.partial_decode = fo.folder.partial_decode = true;  // options() turns it off for the other cases
+  fo.pin_memory = true;
+  fo.folder.decode_off_engines = true;
+  fo.folder.device_share = 0.5;
+  fo.file_ring_bytes = batch_loader::file_ring_size(fo);
+  batch_loader host(ds, ho), files(ds, fo);
+  auto decoder = nvjpeg_decoder(device, small_options());
+  const host_batch& h = host.next();
+  const at::Tensor expected = h.images.clone();
+  host.release(h);
+  const host_batch& f = files.next();
+  std::vector<bool> on_workers;
+  std::vector<plan_region> regions;
+  std::vector<jpeg_info> infos;
+  for (std::size_t i = 0; i < 8; ++i) {
+    on_workers.push_back(f.encoded->decoded[i].width > 0);
+    regions.push_back(f.encoded->decoded[i]);
+    infos.push_back(f.encoded->infos[i]);
+  }
+  decoder->submit(f, files);
+  const at::Tensor got = decoder->take().images.cpu().to(at::kFloat);
+  decoder->step_done();
+  CHECK(got.isfinite().all().item<bool>());
+  std::int64_t workers = 0;
+  for (std::int64_t i = 0; i < 8; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    CHECK(on_workers[k] == !offered_to_device(i, 0.5));
+    if (!on_workers[k]) continue;
+    ++workers;
+    const plan_region& r = regions[k];
+    INFO("position " << i << ": region " << r.x0 << "," << r.y0 << " " << r.width << "x" << r.height << " of a "
+                     << infos[k].width << "x" << infos[k].height << " file");
+    // Decoded at 1/2 or less: the region lies within half the file's size.
+    CHECK(r.x0 + r.width <= (infos[k].width + 1) / 2);
+    CHECK(r.y0 + r.height <= (infos[k].height + 1) / 2);
+    const at::Tensor diff = (got[i] - expected[i]).abs();
+    INFO("max difference " << diff.max().item<double>());
+    CHECK(diff.max().item<double>() < 1e-4);
+  }
+  CHECK(workers == 4);
+  CHECK(decoder->decode_counts()->images_workers == 4);
+}
+
 // Deliverable: the hardware engines are used where the GPU has them (A100, H100, H200).
 TEST_CASE("on A100, H100 and H200 the JPEG engines decode the baseline files", "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
