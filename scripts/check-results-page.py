@@ -114,8 +114,8 @@ def first_call(t, d):
     text(f"{d}/fusion-resnet50.json", json.dumps({
         "arch": "resnet50", "batch": 256, "dtype": "Half", "shapes": [fused, refused],
         "per_step": {"layers": 32, "measured_layers": 3, "unfused_ms": 3.0, "fused_ms": 2.4, "saved_ms": 0.6}}))
-    text(f"{d}/fusion-resnet18.json", json.dumps({"arch": "resnet18", "batch": 512, "dtype": "Half",
-                                                  "shapes": [fused]}))
+    text(f"{d}/fusion-resnet18.json", json.dumps({"status": "error", "error": "CUDA out of memory", "arch": "resnet18",
+                                                  "batch": 512, "dtype": "Half", "shapes": [fused]}))
     text(f"{d}/gpu-tests.tsv", TSV + "fail\t3.0\t30\tcase A\npass\t1.0\t30\tcase B\nnot-run\t0\t60\tcase C\n")
     text(f"{d}/gpu-tests.txt", "== case A: fail\n")
     text(f"{d}/sanitizer-memcheck.txt", "== memcheck: trainbench_crop_check\nERROR SUMMARY: 0 errors (first call)\n")
@@ -221,6 +221,7 @@ def main():
         "| 64x56x56 -> 256 1x1 | 1 | 1 | – | – | – | – | data gradient with dReLU: cuDNN check_support: no engine |",
         "Per step, 3 of 32 pairs measured: unfused 3.00 ms, fused 2.40 ms, saved 0.60 ms: 1.6% of "
         "resnet50/09-compile's step (36.6 ms).",
+        "Failed after 1 shapes: CUDA out of memory",
         "Cut before its end: 3 pairs measured so far, unfused 3.00 ms, fused 2.40 ms per step.",
         # Both calls' decode modes: the host mode of the first, the device mode of the second.
         "| host | host | 5000.0 |", "| device | device | 12000.0 |", "950 (900) / 50 / 0 / 0",

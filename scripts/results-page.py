@@ -654,6 +654,8 @@ def fusion_bench_section(dirs, parts_by_name):
                   f"{fmt(row.get('unfused_median_ms'), 3)} | {fmt(row.get('fused_median_ms'), 3)} | "
                   f"{f'{ratio:.2f}x' if ratio else '–'} | {f'{err:.1e}' if err is not None else '–'} | "
                   f"{note[:120].replace('|', '/')} |")
+        if j.get("status") == "error":
+            print(f"\nFailed after {len(j.get('shapes', []))} shapes: {str(j.get('error', '?'))[:300]}")
         step = j.get("per_step")
         if not step:
             # Shapes run largest first: what a cut run measured is the larger part.

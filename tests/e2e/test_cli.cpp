@@ -309,7 +309,7 @@ TEST_CASE("make-dataset refuses a sample count no machine can hold, before writi
   CHECK_FALSE(fs::exists(dir / "jpegs"));
 }
 
-TEST_CASE("fusion-bench needs a CUDA device: exit 2 naming the key, no file written; so is --rounds 0") {
+TEST_CASE("fusion-bench needs a CUDA device: exit 2 naming the key and no file written, and so is --rounds 0") {
   const auto dir = tbtest::scratch("fusion_bench_cli");
   const std::string profile = tbtest::tiny_profile(dir);
   const auto out = dir / "fusion.json";

@@ -112,6 +112,7 @@ backend: {compile: true, cudnn_benchmark: true}
   INFO(r.output);
   REQUIRE(r.code == 0);
   const nlohmann::json j = tbtest::read_json(out);
+  CHECK(j["status"] == "ok");
   REQUIRE(j["shapes"].size() == 4);  // conv2 of the basic blocks: one shape per layer
   std::size_t layers = 0;
   for (const auto& s : j["shapes"]) {

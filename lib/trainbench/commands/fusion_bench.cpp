@@ -1,9 +1,11 @@
 // trainbench fusion-bench: would NVIDIA's MLPerf convolution fusions pay for this profile's model on
 // this GPU? Every "batch norm, ReLU, convolution" pair of the model (model/conv_fusion.hpp), per
-// distinct shape (largest share of the convolution work first), run both ways in one process, alternating: what backend.compile runs now against
-// the cuDNN graphs that fold the batch norm into the convolutions (cuda/cudnn_conv_fusion.hpp),
-// each checked against the reference first. Prints the table and what the pairs would cost per
-// step either way; --out writes the same as JSON, rewritten after every shape.
+// distinct shape (largest share of the convolution work first), run both ways in one process,
+// alternating: what backend.compile runs now against the cuDNN graphs that fold the batch norm
+// into the convolutions (cuda/cudnn_conv_fusion.hpp), each checked against the reference first.
+// Prints the table and what the pairs would cost per step either way; --out writes the same as
+// JSON, rewritten after every shape with its status ("partial" until the end, "ok", or "error"
+// with the failure), so a run stopped by a time limit or a failure keeps what it measured.
 #include <ATen/Context.h>
 
 #include <algorithm>
@@ -77,11 +79,65 @@ std::string shape_text(const conv_fusion_shape& s) {
   return os.str();
 }
 
-}  // namespace
+// The per-step total of the shapes measured right (a wrong result's speed is not counted).
+struct step_total {
+  double unfused_ms = 0, fused_ms = 0;
+  std::size_t layers = 0;
+};
 
-int fusion_bench_command(const fusion_bench_request& r) {
-  if (r.rounds < 1 || r.calls < 1) throw input_error("fusion-bench: --rounds and --calls must be at least 1");
-  const profile p = load_profile(r.config, r.sets).value;
+// One shape's row: JSON, and a line of the table.
+nlohmann::ordered_json shape_row(const shape_group& g, const conv_fusion_timing& t, step_total& total) {
+  nlohmann::ordered_json row = {{"input", {g.shape.n, g.shape.c, g.shape.h, g.shape.w}},
+                                {"filter", {g.shape.k, g.shape.c, g.shape.r, g.shape.r}},
+                                {"stride", g.shape.g.stride},
+                                {"padding", g.shape.g.padding},
+                                {"layers", g.layers}};
+  std::cout << "  " << std::left << std::setw(28) << shape_text(g.shape) << std::right << std::setw(7)
+            << g.layers.size();
+  if (!t.refused.empty()) {
+    row["refused"] = t.refused;
+    std::cout << "  not built: " << t.refused << std::endl;
+    return row;
+  }
+  const double u = summarize(t.unfused_ms).median, f = summarize(t.fused_ms).median;
+  row["unfused_ms"] = t.unfused_ms;
+  row["fused_ms"] = t.fused_ms;
+  row["unfused_median_ms"] = u;
+  row["fused_median_ms"] = f;
+  row["fused_over_unfused"] = f / u;
+  row["max_relative_error"] = t.max_relative_error;
+  row["how"] = t.how;
+  if (!t.wrong.empty()) row["wrong"] = t.wrong;
+  std::cout << std::fixed << std::setprecision(3) << std::setw(13) << u << std::setw(11) << f << std::setw(9) << f / u
+            << std::setprecision(4) << std::setw(11) << t.max_relative_error
+            << (t.wrong.empty() ? "" : "  WRONG: " + t.wrong) << std::defaultfloat << std::endl;
+  if (t.wrong.empty()) {
+    const double n = static_cast<double>(g.layers.size());
+    total.unfused_ms += n * u;
+    total.fused_ms += n * f;
+    total.layers += g.layers.size();
+  }
+  return row;
+}
+
+// The profile's model on its CUDA device, NHWC, with the batch norms backend.compile would run.
+resnet compiled_model(const profile& p, c10::Device device, const std::vector<std::int64_t>& input,
+                      fusion_outcome& outcome) {
+  resnet model = make_resnet(p.model.arch, p.model.num_classes, p.model.zero_init_residual);
+  model->to(device);
+  weights_to_channels_last(*model);
+  model->train();
+  fusion_request fr;
+  fr.device = device;
+  fr.amp = p.train.amp;
+  fr.channels_last = true;
+  fr.input_shape = input;
+  fr.route = fused_batch_norm_route(p);
+  outcome = fuse_batch_norm(model, fr);
+  return model;
+}
+
+c10::Device cuda_device_of(const fusion_bench_request& r, const profile& p) {
   const c10::Device device = resolve_device(p.device);
   if (!device.is_cuda())
     throw config_error(r.config, "device",
@@ -89,29 +145,28 @@ int fusion_bench_command(const fusion_bench_request& r) {
                            device.str() + " here");
   if (p.train.batch_size_auto)
     throw config_error(r.config, "train.batch_size", "fusion-bench needs a number, not auto (--set train.batch_size=256)");
+  return device;
+}
+
+}  // namespace
+
+int fusion_bench_command(const fusion_bench_request& r) {
+  if (r.rounds < 1 || r.calls < 1) throw input_error("fusion-bench: --rounds and --calls must be at least 1");
+  const profile p = load_profile(r.config, r.sets).value;
+  const c10::Device device = cuda_device_of(r, p);
   make_device_current(device);
   prepare_fusions(device);  // cuDNN's frontend reads its environment: before any thread starts
   at::globalContext().setBenchmarkCuDNN(p.backend.cudnn_benchmark);
   at::globalContext().setAllowTF32CuDNN(p.backend.tf32);
   const at::ScalarType dtype = p.train.amp == amp_mode::off ? at::kFloat : amp_dtype(p.train.amp);
-
-  resnet model = make_resnet(p.model.arch, p.model.num_classes, p.model.zero_init_residual);
-  model->to(device);
-  weights_to_channels_last(*model);
-  model->train();
   const std::vector<std::int64_t> input{p.train.batch_size, 3, p.data.image_size, p.data.image_size};
-  // What backend.compile runs for the batch norms now: the unfused side's ops.
-  fusion_request fr;
-  fr.device = device;
-  fr.amp = p.train.amp;
-  fr.channels_last = true;
-  fr.input_shape = input;
-  fr.route = fused_batch_norm_route(p);
-  const fusion_outcome outcome = fuse_batch_norm(model, fr);
+  fusion_outcome outcome;
+  resnet model = compiled_model(p, device, input, outcome);
   const std::vector<conv_fusion_site> sites = conv_fusion_sites(model, input);
   const std::vector<shape_group> groups = group_by_shape(sites, dtype);
 
-  nlohmann::ordered_json out = {{"arch", p.model.arch},
+  nlohmann::ordered_json out = {{"status", "partial"},
+                                {"arch", p.model.arch},
                                 {"batch", p.train.batch_size},
                                 {"image_size", p.data.image_size},
                                 {"dtype", c10::toString(dtype)},
@@ -119,69 +174,47 @@ int fusion_bench_command(const fusion_bench_request& r) {
                                 {"unfused_batch_norm", outcome.applied},
                                 {"unfused_batch_norm_notes", outcome.ineffective},
                                 {"rounds", r.rounds},
-                                {"autotune", r.autotune},
                                 {"calls", r.calls},
+                                {"autotune", r.autotune},
                                 {"shapes", nlohmann::json::array()}};
+  const auto save = [&] {
+    if (!r.out.empty()) write_file_atomic(r.out, out.dump(2) + "\n");
+  };
   std::cout << "fusion-bench: " << p.model.arch << ", batch " << p.train.batch_size << ", " << p.data.image_size
             << " px, " << c10::toString(dtype) << ", " << sites.size() << " batch norm + ReLU -> convolution pairs in "
             << groups.size() << " shapes\n"
             << "  unfused side (what backend.compile runs): "
-            << (outcome.applied.empty() ? std::string("PyTorch's batch norm, ReLU") : outcome.applied.front()) << "\n";
-  std::cout << "  " << std::left << std::setw(28) << "input -> filter/stride" << std::right << std::setw(7) << "layers"
+            << (outcome.applied.empty() ? std::string("PyTorch's batch norm, ReLU") : outcome.applied.front()) << "\n"
+            << "  " << std::left << std::setw(28) << "input -> filter/stride" << std::right << std::setw(7) << "layers"
             << std::setw(13) << "unfused ms" << std::setw(11) << "fused ms" << std::setw(9) << "ratio" << std::setw(11)
             << "rel. error" << "\n";
-  double unfused_step = 0, fused_step = 0;
-  std::size_t measured_layers = 0;
-  for (const shape_group& g : groups) {
-    const conv_fusion_timing t = time_conv_fusion(g.shape, g.conv->weight, *model->batch_norm_ops_in_use(), r.rounds,
-                                                  r.calls, r.autotune);
-    nlohmann::ordered_json row = {{"input", {g.shape.n, g.shape.c, g.shape.h, g.shape.w}},
-                                  {"filter", {g.shape.k, g.shape.c, g.shape.r, g.shape.r}},
-                                  {"stride", g.shape.g.stride},
-                                  {"padding", g.shape.g.padding},
-                                  {"layers", g.layers}};
-    std::cout << "  " << std::left << std::setw(28) << shape_text(g.shape) << std::right << std::setw(7)
-              << g.layers.size();
-    if (!t.refused.empty()) {
-      row["refused"] = t.refused;
-      std::cout << "  not built: " << t.refused << "\n";
-    } else {
-      const double u = summarize(t.unfused_ms).median, f = summarize(t.fused_ms).median;
-      row["unfused_ms"] = t.unfused_ms;
-      row["fused_ms"] = t.fused_ms;
-      row["unfused_median_ms"] = u;
-      row["fused_median_ms"] = f;
-      row["fused_over_unfused"] = f / u;
-      row["max_relative_error"] = t.max_relative_error;
-      row["how"] = t.how;
-      if (!t.wrong.empty()) row["wrong"] = t.wrong;
-      std::cout << std::fixed << std::setprecision(3) << std::setw(13) << u << std::setw(11) << f << std::setw(9)
-                << f / u << std::setprecision(4) << std::setw(11) << t.max_relative_error
-                << (t.wrong.empty() ? "" : "  WRONG: " + t.wrong) << "\n"
-                << std::defaultfloat;
-      if (t.wrong.empty()) {  // a wrong result's speed is not counted
-        const double n = static_cast<double>(g.layers.size());
-        unfused_step += n * u;
-        fused_step += n * f;
-        measured_layers += g.layers.size();
-      }
+  step_total total;
+  try {
+    for (const shape_group& g : groups) {
+      out["shapes"].push_back(shape_row(
+          g, time_conv_fusion(g.shape, g.conv->weight, *model->batch_norm_ops_in_use(), r.rounds, r.calls, r.autotune),
+          total));
+      save();
     }
-    out["shapes"].push_back(row);
-    // After every shape: a run stopped by a time limit keeps what it measured (no handler: SIGINT ends it).
-    std::cout << std::flush;
-    if (!r.out.empty()) write_file_atomic(r.out, out.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    out["status"] = "error";
+    out["error"] = e.what();
+    save();
+    throw;
   }
+  out["status"] = "ok";
   out["per_step"] = {{"layers", sites.size()},
-                     {"measured_layers", measured_layers},
-                     {"unfused_ms", unfused_step},
-                     {"fused_ms", fused_step},
-                     {"saved_ms", unfused_step - fused_step}};
-  std::cout << std::fixed << std::setprecision(2) << "  per step, " << measured_layers << " of " << sites.size()
-            << " pairs measured: unfused " << unfused_step << " ms, fused " << fused_step << " ms";
-  if (unfused_step > 0)
-    std::cout << " (" << 100.0 * (unfused_step - fused_step) / unfused_step << "% of these layers' time saved)";
-  std::cout << "\n" << std::defaultfloat;
-  if (!r.out.empty()) write_file_atomic(r.out, out.dump(2) + "\n");
+                     {"measured_layers", total.layers},
+                     {"unfused_ms", total.unfused_ms},
+                     {"fused_ms", total.fused_ms},
+                     {"saved_ms", total.unfused_ms - total.fused_ms}};
+  save();
+  std::cout << std::fixed << std::setprecision(2) << "  per step, " << total.layers << " of " << sites.size()
+            << " pairs measured: unfused " << total.unfused_ms << " ms, fused " << total.fused_ms << " ms";
+  if (total.unfused_ms > 0)
+    std::cout << " (" << 100.0 * (total.unfused_ms - total.fused_ms) / total.unfused_ms
+              << "% of these layers' time saved)";
+  std::cout << std::defaultfloat << std::endl;
   return exit_code::ok;
 }
 
