@@ -56,7 +56,7 @@ std::vector<shape_group> group_by_shape(const std::vector<conv_fusion_site>& sit
     s.r = (*o.kernel_size())[0];
     s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
     s.eps = site.bn->options.eps();
-    s.momentum = site.bn->options.momentum().value_or(0.1);
+    s.momentum = *site.bn->options.momentum();  // conv_fusion_sites keeps only batch norms with one
     const auto key = std::make_tuple(s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding);  // eps, momentum: the model's one
     const auto [it, added] = index.emplace(key, groups.size());
     if (added) groups.push_back({s, site.conv, {}});

@@ -77,11 +77,15 @@ struct built {
   fe::graph::Graph graph;
   std::int64_t workspace = 0;
   bool tune = false;
-  // The first call times every plan (autotune), later calls run the fastest.
-  void execute(cudnnHandle_t handle, std::unordered_map<attr, void*>& pack, const at::Tensor& like) {
+  // The first call times every plan (autotune), later calls run the fastest. Autotune runs the
+  // graph many times on this pack: `reset` zeroes the outputs that must start at zero again before
+  // the call's own run.
+  void execute(cudnnHandle_t handle, std::unordered_map<attr, void*>& pack, const at::Tensor& like,
+               const std::function<void()>& reset = {}) {
     if (tune) {
       workspace = autotune(graph, handle, pack, like);
       tune = false;
+      if (reset) reset();
     }
     run(graph, handle, workspace, pack, like);
   }
@@ -216,13 +220,14 @@ struct cudnn_conv_fusion::graphs {
     finish(wgrad);
   }
 
-  // The first typing cuDNN builds (prologue_types), else its refusals, each named.
+  // The first typing cuDNN builds (prologue_types). Any error moves on to the next typing; where
+  // none builds, the first failure that is not a refusal is thrown, else the refusals, each named.
   template <class Build>
   const prologue_types& first_typing(Build build_with) {
     static const prologue_types typings[] = {{fe::DataType_t::FLOAT, fe::DataType_t::FLOAT, "float scale and bias"},
                                              {fe::DataType_t::FLOAT, fe::DataType_t::NOT_SET, "scale and bias in the activation dtype"},
                                              {fe::DataType_t::NOT_SET, fe::DataType_t::NOT_SET, "scale, bias and intermediates in the activation dtype"}};
-    std::string refusals;
+    std::string refusals, failure;
     bool named = true;
     for (const prologue_types& t : typings) {
       const prologue_types typed{t.intermediate == fe::DataType_t::NOT_SET ? io : t.intermediate,
@@ -234,8 +239,11 @@ struct cudnn_conv_fusion::graphs {
       } catch (const cudnn_refused& e) {
         refusals += std::string(refusals.empty() ? "" : "; ") + t.name + ": " + first_line(e.what());
         named = named && e.named_status;
+      } catch (const std::exception& e) {
+        if (failure.empty()) failure = std::string(t.name) + ": " + first_line(e.what());
       }
     }
+    if (!failure.empty()) throw std::runtime_error(failure);
     throw cudnn_refused(refusals, named);
   }
 
@@ -346,7 +354,10 @@ conv_genstats cudnn_conv_fusion::forward(const at::Tensor& x, const bn_finalized
                                        {g.fwd_scale, scale.data_ptr()}, {g.fwd_bias, bias.data_ptr()},
                                        {g.fwd_y, out.y.data_ptr()},     {g.fwd_sum, out.sum.data_ptr()},
                                        {g.fwd_sq, out.sq_sum.data_ptr()}};
-  g.fwd.execute(g.handle, pack, x);
+  g.fwd.execute(g.handle, pack, x, [&] {
+    out.sum.zero_();
+    out.sq_sum.zero_();
+  });
   return out;
 }
 
@@ -362,8 +373,9 @@ cudnn_conv_fusion::gradients cudnn_conv_fusion::backward(const at::Tensor& dy, c
   require(beta, "beta", {s.c}, at::kFloat, false);
   gradients out;
   const at::Tensor dz = at::empty_like(x, x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  out.dgamma = channels(x, s.c);
-  out.dbeta = channels(x, s.c);
+  // Reductions, zeroed as genstats' are (whether cuDNN adds into them is not documented).
+  out.dgamma = at::zeros({s.c}, x.options().dtype(at::kFloat));
+  out.dbeta = at::zeros({s.c}, x.options().dtype(at::kFloat));
   const at::Tensor eq_dy = channels(x, s.c), eq_x = channels(x, s.c), eq_b = channels(x, s.c);
   std::unordered_map<attr, void*> dpack{
       {g.dg_dy, dy.data_ptr()},        {g.dg_w, w.data_ptr()},          {g.dg_x, x.data_ptr()},
@@ -371,7 +383,10 @@ cudnn_conv_fusion::gradients cudnn_conv_fusion::backward(const at::Tensor& dy, c
       {g.dg_beta, beta.data_ptr()},    {g.dg_dz, dz.data_ptr()},        {g.dg_dgamma, out.dgamma.data_ptr()},
       {g.dg_dbeta, out.dbeta.data_ptr()}, {g.dg_eq_dy, eq_dy.data_ptr()}, {g.dg_eq_x, eq_x.data_ptr()},
       {g.dg_eq_b, eq_b.data_ptr()}};
-  g.dgrad.execute(g.handle, dpack, x);
+  g.dgrad.execute(g.handle, dpack, x, [&] {
+    out.dgamma.zero_();
+    out.dbeta.zero_();
+  });
 
   out.dw = at::empty({s.k, s.c, s.r, s.r}, w.options().memory_format(at::MemoryFormat::ChannelsLast));
   const at::Tensor scale = g.operand(f.eq_scale, g.wgrad_io_scale), bias = g.operand(f.eq_bias, g.wgrad_io_scale);

@@ -96,7 +96,8 @@ std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector
       if (!children.count(bn_name) || !children.count(conv_name)) continue;
       auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(children[bn_name].get());
       auto* conv = dynamic_cast<torch::nn::Conv2dImpl*>(children[conv_name].get());
-      if (!bn || !conv || !shapes.count(bn) || !plain_square(conv->options)) continue;
+      // A batch norm without a momentum keeps a cumulative average: not what the finalize updates.
+      if (!bn || !conv || !shapes.count(bn) || !bn->options.momentum() || !plain_square(conv->options)) continue;
       out.push_back({item.key() + "." + conv_name, bn, conv, shapes[bn]});
     }
   }
