@@ -142,3 +142,34 @@ TEST_CASE("convolution fusions: the cuDNN graphs pass the frontend's own checks 
     }
   }
 }
+
+TEST_CASE("convolution fusions: the pairs grouped by shape, largest share of the convolution work first",
+          "[model][conv_fusion]") {
+  resnet r50 = make_resnet("resnet50", 10);
+  const std::vector<conv_fusion_group> groups =
+      conv_fusion_groups(conv_fusion_sites(r50, {256, 3, 224, 224}), at::kHalf);
+  // Per layer: conv2 (layer2-4: the first block's strided one apart), conv3.
+  REQUIRE(groups.size() == 11);
+  std::size_t layers = 0;
+  double last = 1e300;
+  for (const conv_fusion_group& g : groups) {
+    const conv_fusion_shape& s = g.shape;
+    CAPTURE(g.layers.front());
+    layers += g.layers.size();
+    CHECK(s.dtype == at::kHalf);
+    CHECK(s.n == 256);
+    CHECK(s.eps == 1e-5);
+    CHECK(s.momentum == 0.1);
+    CHECK(g.conv->options.in_channels() == s.c);
+    const double work = static_cast<double>(g.layers.size()) * s.k * s.c * s.r * s.r * s.out_h() * s.out_w();
+    CHECK(work <= last);
+    last = work;
+  }
+  CHECK(layers == 32);
+  // layer3's five unstrided conv2 (256 -> 256, 3 x 3 at 14 x 14) lead: 5 x 256 x 256 x 9 x 196
+  // multiply-adds per image against layer1's three conv2 at 3 x 64 x 64 x 9 x 3136.
+  CHECK(groups.front().layers ==
+        std::vector<std::string>{"layer3.1.conv2", "layer3.2.conv2", "layer3.3.conv2", "layer3.4.conv2",
+                                 "layer3.5.conv2"});
+  CHECK(groups.front().shape.out_h() == 14);
+}

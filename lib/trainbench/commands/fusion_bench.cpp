@@ -8,13 +8,10 @@
 // with the failure), so a run stopped by a time limit or a failure keeps what it measured.
 #include <ATen/Context.h>
 
-#include <algorithm>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <tuple>
 
 #include "trainbench/commands/commands.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -33,46 +30,6 @@ namespace trainbench {
 
 namespace {
 
-struct shape_group {
-  conv_fusion_shape shape;
-  torch::nn::Conv2dImpl* conv = nullptr;  // the first layer of the shape: its weights are used
-  std::vector<std::string> layers;
-};
-
-std::vector<shape_group> group_by_shape(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>,
-           std::size_t>
-      index;
-  std::vector<shape_group> groups;
-  for (const conv_fusion_site& site : sites) {
-    const auto& o = site.conv->options;
-    conv_fusion_shape s;
-    s.dtype = dtype;
-    s.n = site.input[0];
-    s.c = site.input[1];
-    s.h = site.input[2];
-    s.w = site.input[3];
-    s.k = o.out_channels();
-    s.r = (*o.kernel_size())[0];
-    s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
-    s.eps = site.bn->options.eps();
-    s.momentum = *site.bn->options.momentum();  // conv_fusion_sites keeps only batch norms with one
-    const auto key = std::make_tuple(s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding);  // eps, momentum: the model's one
-    const auto [it, added] = index.emplace(key, groups.size());
-    if (added) groups.push_back({s, site.conv, {}});
-    groups[it->second].layers.push_back(site.name);
-  }
-  // Largest share of the model's convolution work first, so that a run stopped by a time limit
-  // has measured the shapes that matter most.
-  const auto work = [](const shape_group& g) {
-    const conv_fusion_shape& s = g.shape;
-    return static_cast<double>(g.layers.size()) * s.n * s.k * s.c * s.r * s.r * s.out_h() * s.out_w();
-  };
-  std::stable_sort(groups.begin(), groups.end(),
-                   [&](const shape_group& a, const shape_group& b) { return work(a) > work(b); });
-  return groups;
-}
-
 std::string shape_text(const conv_fusion_shape& s) {
   std::ostringstream os;
   os << s.c << "x" << s.h << "x" << s.w << " -> " << s.k << " " << s.r << "x" << s.r << "/" << s.g.stride;
@@ -86,7 +43,7 @@ struct step_total {
 };
 
 // One shape's row: JSON, and a line of the table.
-nlohmann::ordered_json shape_row(const shape_group& g, const conv_fusion_timing& t, step_total& total) {
+nlohmann::ordered_json shape_row(const conv_fusion_group& g, const conv_fusion_timing& t, step_total& total) {
   nlohmann::ordered_json row = {{"input", {g.shape.n, g.shape.c, g.shape.h, g.shape.w}},
                                 {"filter", {g.shape.k, g.shape.c, g.shape.r, g.shape.r}},
                                 {"stride", g.shape.g.stride},
@@ -163,7 +120,7 @@ int fusion_bench_command(const fusion_bench_request& r) {
   fusion_outcome outcome;
   resnet model = compiled_model(p, device, input, outcome);
   const std::vector<conv_fusion_site> sites = conv_fusion_sites(model, input);
-  const std::vector<shape_group> groups = group_by_shape(sites, dtype);
+  const std::vector<conv_fusion_group> groups = conv_fusion_groups(sites, dtype);
 
   nlohmann::ordered_json out = {{"status", "partial"},
                                 {"arch", p.model.arch},
@@ -190,7 +147,7 @@ int fusion_bench_command(const fusion_bench_request& r) {
             << "rel. error" << "\n";
   step_total total;
   try {
-    for (const shape_group& g : groups) {
+    for (const conv_fusion_group& g : groups) {
       out["shapes"].push_back(shape_row(
           g, time_conv_fusion(g.shape, g.conv->weight, *model->batch_norm_ops_in_use(), r.rounds, r.calls, r.autotune),
           total));

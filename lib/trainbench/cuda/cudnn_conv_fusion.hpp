@@ -22,16 +22,6 @@
 
 namespace trainbench {
 
-struct conv_fusion_shape {
-  at::ScalarType dtype = at::kHalf;
-  std::int64_t n = 0, c = 0, h = 0, w = 0;  // the batch norm's input, the convolution's input
-  std::int64_t k = 0, r = 0;                // output channels, a square r x r filter
-  conv_geometry g;
-  double eps = 1e-5, momentum = 0.1;  // the batch norm's
-  std::int64_t out_h() const { return (h + 2 * g.padding - r) / g.stride + 1; }
-  std::int64_t out_w() const { return (w + 2 * g.padding - r) / g.stride + 1; }
-};
-
 // cuDNN declines a graph of the fusion for this shape, or this build has none.
 struct conv_fusion_refused : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
+#include <variant>
 
 #include "trainbench/model/fusion.hpp"
 
@@ -102,6 +105,36 @@ std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector
     }
   }
   return out;
+}
+
+std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
+  using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  std::map<key, std::size_t> index;
+  std::vector<conv_fusion_group> groups;
+  for (const conv_fusion_site& site : sites) {
+    const auto& o = site.conv->options;
+    conv_fusion_shape s;
+    s.dtype = dtype;
+    s.n = site.input[0];
+    s.c = site.input[1];
+    s.h = site.input[2];
+    s.w = site.input[3];
+    s.k = o.out_channels();
+    s.r = (*o.kernel_size())[0];
+    s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
+    s.eps = site.bn->options.eps();
+    s.momentum = *site.bn->options.momentum();  // conv_fusion_sites keeps only batch norms with one
+    const auto [it, added] = index.emplace(key{s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding}, groups.size());
+    if (added) groups.push_back({s, site.conv, {}});
+    groups[it->second].layers.push_back(site.name);
+  }
+  const auto work = [](const conv_fusion_group& g) {
+    const conv_fusion_shape& s = g.shape;
+    return static_cast<double>(g.layers.size()) * s.n * s.k * s.c * s.r * s.r * s.out_h() * s.out_w();
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const conv_fusion_group& a, const conv_fusion_group& b) { return work(a) > work(b); });
+  return groups;
 }
 
 }  // namespace trainbench

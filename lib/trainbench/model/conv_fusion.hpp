@@ -13,6 +13,7 @@
 // to autograd of conv(relu(batch_norm(x))). Tensors are N, C, H, W (any memory format); per-channel
 // tensors have C elements.
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 
@@ -79,5 +80,28 @@ struct conv_fusion_site {
 // Every such pair of the model at input_shape (N, 3, H, W), in the order the forward meets them.
 // Runs the model once as batch_norm_sites does (model/fusion.hpp), and leaves it as it was.
 std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector<std::int64_t>& input_shape);
+
+// One pair's problem, what the fused graphs are built for (cuda/cudnn_conv_fusion.hpp).
+struct conv_fusion_shape {
+  at::ScalarType dtype = at::kHalf;
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // the batch norm's input, the convolution's input
+  std::int64_t k = 0, r = 0;                // output channels, a square r x r filter
+  conv_geometry g;
+  double eps = 1e-5, momentum = 0.1;  // the batch norm's
+  std::int64_t out_h() const { return (h + 2 * g.padding - r) / g.stride + 1; }
+  std::int64_t out_w() const { return (w + 2 * g.padding - r) / g.stride + 1; }
+};
+
+// The pairs of one shape: the first pair's convolution (whose weights a measurement uses) and
+// every pair's name.
+struct conv_fusion_group {
+  conv_fusion_shape shape;
+  torch::nn::Conv2dImpl* conv = nullptr;
+  std::vector<std::string> layers;
+};
+// The sites grouped by shape (the model's batch norms share one eps and momentum), largest share
+// of the model's convolution work first (layers x multiply-adds), so that a measurement stopped
+// early has measured the shapes that matter most.
+std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype);
 
 }  // namespace trainbench
