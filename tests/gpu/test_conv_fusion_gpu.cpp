@@ -11,6 +11,7 @@
 #include <string>
 
 #include "helpers.hpp"
+#include "model/conv_fusion_cases.hpp"
 #include "trainbench/cuda/cudnn_conv_fusion.hpp"
 #include "trainbench/cuda/dbn_apply.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
@@ -63,20 +64,11 @@ TEST_CASE("convolution fusions on the GPU: cuDNN's graphs match the reference fo
           "and bf16",
           "[gpu]") {
   require_cuda();
-  struct geometry {
-    std::int64_t c, h, k, r, stride, padding;
-  };
   for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
-    for (const geometry g : {geometry{64, 16, 64, 3, 1, 1}, geometry{128, 16, 128, 3, 2, 1},
-                             geometry{64, 16, 256, 1, 1, 0}}) {
-      conv_fusion_shape s;
-      s.dtype = t;
-      s.n = 8;
-      s.c = g.c;
-      s.h = s.w = g.h;
-      s.k = g.k;
-      s.r = g.r;
-      s.g = {g.stride, g.padding};
+    for (const tbtest::conv_case g :
+         {tbtest::conv_case{64, 16, 64, 3, 1, 1}, tbtest::conv_case{128, 16, 128, 3, 2, 1},
+          tbtest::conv_case{64, 16, 256, 1, 1, 0}}) {
+      const conv_fusion_shape s = tbtest::conv_fusion_shape_of(g, t, 8);
       CAPTURE(c10::toString(t), g.c, g.h, g.k, g.r, g.stride);
       const at::Tensor weight = at::randn({s.k, s.c, s.r, s.r}, at::TensorOptions().device(gpu)) * 0.05;
       const conv_fusion_timing timing = time_conv_fusion(s, weight, *unfused_batch_norm_ops(), 1, 1, false);

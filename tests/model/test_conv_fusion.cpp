@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "model/conv_fusion_cases.hpp"
 #include "trainbench/cuda/cudnn_conv_fusion.hpp"
 #include "trainbench/model/conv_fusion.hpp"
 #include "trainbench/model/resnet.hpp"
@@ -118,20 +119,11 @@ TEST_CASE("convolution fusions: the pairs of a batch norm and the convolution it
 TEST_CASE("convolution fusions: the cuDNN graphs pass the frontend's own checks for ResNet's geometries and dtypes, "
           "without a GPU",
           "[model][conv_fusion]") {
-  struct geometry {
-    std::int64_t c, h, k, r, stride, padding;
-  };
   for (const at::ScalarType t : {at::kHalf, at::kBFloat16, at::kFloat}) {
-    for (const geometry g : {geometry{64, 56, 64, 3, 1, 1}, geometry{128, 56, 128, 3, 2, 1},
-                             geometry{64, 56, 256, 1, 1, 0}, geometry{512, 7, 2048, 1, 1, 0}}) {
-      conv_fusion_shape s;
-      s.dtype = t;
-      s.n = 32;
-      s.c = g.c;
-      s.h = s.w = g.h;
-      s.k = g.k;
-      s.r = g.r;
-      s.g = {g.stride, g.padding};
+    for (const tbtest::conv_case g :
+         {tbtest::conv_case{64, 56, 64, 3, 1, 1}, tbtest::conv_case{128, 56, 128, 3, 2, 1},
+          tbtest::conv_case{64, 56, 256, 1, 1, 0}, tbtest::conv_case{512, 7, 2048, 1, 1, 0}}) {
+      const conv_fusion_shape s = tbtest::conv_fusion_shape_of(g, t, 32);
       CAPTURE(c10::toString(t), g.c, g.h, g.k, g.r, g.stride);
       const std::string why = cudnn_conv_fusion::check_graphs(s);
       if (why.find("headers were not found") != std::string::npos || why.find("without CUDA") != std::string::npos) {
