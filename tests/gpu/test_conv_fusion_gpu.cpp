@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "gpu/require_cuda.hpp"
 #include "helpers.hpp"
 #include "model/conv_fusion_cases.hpp"
 #include "trainbench/cuda/cudnn_conv_fusion.hpp"
@@ -21,9 +22,7 @@ using namespace trainbench;
 
 namespace {
 
-void require_cuda() {
-  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-}
+using tbgpu::require_cuda;
 
 const c10::Device gpu(c10::kCUDA, 0);
 

@@ -17,6 +17,7 @@
 
 #include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
+#include "gpu/require_cuda.hpp"
 #include "helpers.hpp"
 #include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -28,9 +29,7 @@
 using namespace trainbench;
 
 namespace {
-void require_cuda() {
-  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-}
+using tbgpu::require_cuda;
 
 step_options options(amp_mode amp, bool foreach) {
   step_options o;

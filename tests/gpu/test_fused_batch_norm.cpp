@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/require_cuda.hpp"
 #include "model_twins.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
@@ -28,9 +29,7 @@ using namespace trainbench;
 
 namespace {
 
-void require_cuda() {
-  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-}
+using tbgpu::require_cuda;
 
 const c10::Device gpu(c10::kCUDA, 0);
 

@@ -9,6 +9,7 @@
 #include "gpu/compile_notes.hpp"
 #include "gpu/exact_math.hpp"
 #include "gpu/gpu_profiles.hpp"
+#include "gpu/require_cuda.hpp"
 #include "helpers.hpp"
 #include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -44,9 +45,7 @@ std::vector<std::string> tbgpu::expected_notes(const profile& p, std::int64_t ba
 }
 
 namespace {
-void require_cuda() {
-  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-}
+using tbgpu::require_cuda;
 
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& v) {
   std::vector<at::Tensor> out;

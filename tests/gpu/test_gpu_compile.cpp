@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "gpu/require_cuda.hpp"
 #include "helpers.hpp"
 #include "model_twins.hpp"
 #include "trainbench/config/profile_io.hpp"
@@ -22,9 +23,7 @@
 using namespace trainbench;
 
 namespace {
-void require_cuda() {
-  if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
-}
+using tbgpu::require_cuda;
 
 // ||a - b|| / ||b|| over whole lists (every tensor flattened into one vector, in float64): one
 // small tensor whose few elements round differently does not decide, a wrong update does.

@@ -400,16 +400,21 @@ fs::path baseline_folder() {
 
 namespace {
 
-// One batch of kinds_folder() through the host path and through the device decoder (the file
-// ring pinned or not; the engines' misses decoded by the workers or not), by position.
+// One batch of a folder through the host path and through the device decoder (the file ring
+// pinned or not; the engines' misses decoded by the workers or not; a share of the positions for
+// the workers; DCT-scaled partial decoding on both paths or neither), by position.
 struct kinds_batch {
   std::vector<std::string> names;
   at::Tensor expected, got;
-  std::vector<bool> on_workers;  // decoded by a loader worker
+  std::vector<bool> on_workers;     // decoded by a loader worker
+  std::vector<plan_region> regions;  // a worker's region, in the pixels it decoded
+  std::vector<jpeg_info> infos;      // each file's
 };
-kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines, double share = 1.0) {
-  const auto ds = read_image_folder(kinds_folder(), "train");
+kinds_batch decode_batch(transfer_stage& decoder, const fs::path& root, bool pinned, bool off_engines, double share,
+                         bool partial_decode) {
+  const auto ds = read_image_folder(root, "train");
   loader_options ho = options(false), fo = options(true);
+  ho.folder.partial_decode = fo.folder.partial_decode = partial_decode;
   fo.pin_memory = pinned;
   fo.folder.decode_off_engines = off_engines;
   fo.folder.device_share = share;
@@ -423,10 +428,17 @@ kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines,
   host.release(h);
   const host_batch& f = files.next();
   for (const plan_region& r : f.encoded->decoded) out.on_workers.push_back(r.width > 0);
+  out.regions = f.encoded->decoded;
+  out.infos = f.encoded->infos;
   decoder.submit(f, files);
   out.got = decoder.take().images.cpu();
   decoder.step_done();
   return out;
+}
+
+// kinds_folder() at the cases' size, whole images decoded (decoders compared, not DCT scaling).
+kinds_batch decode_kinds(transfer_stage& decoder, bool pinned, bool off_engines, double share = 1.0) {
+  return decode_batch(decoder, kinds_folder(), pinned, off_engines, share, false);
 }
 
 }  // namespace
@@ -525,44 +537,24 @@ TEST_CASE("with device_decode_share and partial decoding, the workers' large pho
           "[gpu]") {
   if (!torch::cuda::is_available()) FAIL("no CUDA device: run [gpu] tests on a GPU host (ctest -L gpu)");
   const c10::Device device(c10::kCUDA, 0);
-  const auto ds = read_image_folder(large_folder(), "train");
-  loader_options ho = options(false), fo = options(true);
-  ho.folder.partial_decode = fo.folder.partial_decode = true;  // options() turns it off for the other cases
-  fo.pin_memory = true;
-  fo.folder.decode_off_engines = true;
-  fo.folder.device_share = 0.5;
-  fo.file_ring_bytes = batch_loader::file_ring_size(fo);
-  batch_loader host(ds, ho), files(ds, fo);
   auto decoder = nvjpeg_decoder(device, small_options());
-  const host_batch& h = host.next();
-  const at::Tensor expected = h.images.clone();
-  host.release(h);
-  const host_batch& f = files.next();
-  std::vector<bool> on_workers;
-  std::vector<plan_region> regions;
-  std::vector<jpeg_info> infos;
-  for (std::size_t i = 0; i < 8; ++i) {
-    on_workers.push_back(f.encoded->decoded[i].width > 0);
-    regions.push_back(f.encoded->decoded[i]);
-    infos.push_back(f.encoded->infos[i]);
-  }
-  decoder->submit(f, files);
-  const at::Tensor got = decoder->take().images.cpu().to(at::kFloat);
-  decoder->step_done();
+  const kinds_batch b = decode_batch(*decoder, large_folder(), true, true, 0.5, true);
+  const at::Tensor got = b.got.to(at::kFloat);
   CHECK(got.isfinite().all().item<bool>());
   std::int64_t workers = 0;
   for (std::int64_t i = 0; i < 8; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    CHECK(on_workers[k] == !offered_to_device(i, 0.5));
-    if (!on_workers[k]) continue;
+    CHECK(b.on_workers[k] == !offered_to_device(i, 0.5));
+    if (!b.on_workers[k]) continue;
     ++workers;
-    const plan_region& r = regions[k];
+    const plan_region& r = b.regions[k];
+    const jpeg_info& file = b.infos[k];
     INFO("position " << i << ": region " << r.x0 << "," << r.y0 << " " << r.width << "x" << r.height << " of a "
-                     << infos[k].width << "x" << infos[k].height << " file");
+                     << file.width << "x" << file.height << " file");
     // Decoded at 1/2 or less: the region lies within half the file's size.
-    CHECK(r.x0 + r.width <= (infos[k].width + 1) / 2);
-    CHECK(r.y0 + r.height <= (infos[k].height + 1) / 2);
-    const at::Tensor diff = (got[i] - expected[i]).abs();
+    CHECK(r.x0 + r.width <= (file.width + 1) / 2);
+    CHECK(r.y0 + r.height <= (file.height + 1) / 2);
+    const at::Tensor diff = (got[i] - b.expected[i]).abs();
     INFO("max difference " << diff.max().item<double>());
     CHECK(diff.max().item<double>() < 1e-4);
   }
