@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "gpu/model_steps.hpp"
 #include "gpu/require_cuda.hpp"
 #include "helpers.hpp"
 #include "model/conv_fusion_cases.hpp"
@@ -17,6 +18,8 @@
 #include "trainbench/cuda/dbn_apply.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
 #include "trainbench/model/conv_fusion.hpp"
+#include "trainbench/model/conv_fusion_op.hpp"
+#include "trainbench/model/fusion.hpp"
 
 using namespace trainbench;
 
@@ -25,6 +28,25 @@ namespace {
 using tbgpu::require_cuda;
 
 const c10::Device gpu(c10::kCUDA, 0);
+
+// backend.conv_fusion's request for a model on the GPU at batch n of size px.
+fusion_request conv_fusion_request(amp_mode amp, std::int64_t n, std::int64_t size) {
+  fusion_request r;
+  r.device = gpu;
+  r.amp = amp;
+  r.channels_last = true;
+  r.input_shape = {n, 3, size, size};
+  return r;
+}
+
+// Every pair of the model runs fused: one entry, "<name> (cuDNN graphs, ...; N of N pairs)".
+void require_every_pair(resnet& m, const fusion_outcome& o, const fusion_request& r) {
+  for (const auto& n : o.ineffective) WARN("not fused: " << n);
+  REQUIRE(o.applied.size() == 1);
+  const std::string pairs = std::to_string(conv_fusion_sites(m, r.input_shape).size());
+  CHECK(o.applied[0].rfind(fusion_bn_relu_conv, 0) == 0);
+  CHECK(o.applied[0].find("; " + pairs + " of " + pairs + " pairs)") != std::string::npos);
+}
 
 }  // namespace
 
@@ -119,6 +141,36 @@ backend: {compile: true, cudnn_benchmark: true}
   CHECK(layers == 8);
   CHECK(j["per_step"]["layers"] == 8);
   CHECK(r.output.find("per step") != std::string::npos);
+}
+
+TEST_CASE("backend.conv_fusion on the GPU: ResNet-18 and ResNet-50 with cuDNN's fused pairs train like the unfused "
+          "model, fp16 and bf16, alone and inside the fused batch norm",
+          "[gpu]") {
+  require_cuda();
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    for (const amp_mode amp : {amp_mode::fp16, amp_mode::bf16}) {
+      for (const bool bn_fused : {false, true}) {
+        if (bn_fused && amp == amp_mode::bf16) continue;  // one combined case is enough to hold the seam
+        INFO(arch << " " << to_string(amp) << (bn_fused ? ", batch norms fused too" : ""));
+        auto [fused, plain] = tbgpu::twins(arch);
+        const fusion_request r = conv_fusion_request(amp, 32, 64);
+        if (bn_fused) REQUIRE(fuse_batch_norm(fused, r).applied.size() >= 2);
+        require_every_pair(fused, fuse_convolutions(fused, r), r);
+        tbgpu::check_trains_alike(fused, plain, amp);
+      }
+    }
+  }
+}
+
+TEST_CASE("backend.conv_fusion on the GPU: the CUDA graph step with the fused pairs trains like the same model's eager "
+          "step, fp16",
+          "[gpu]") {
+  require_cuda();
+  auto [graphed, eager] = tbgpu::twins("resnet50");
+  const fusion_request r = conv_fusion_request(amp_mode::fp16, 16, 64);
+  require_every_pair(graphed, fuse_convolutions(graphed, r), r);
+  require_every_pair(eager, fuse_convolutions(eager, r), r);
+  tbgpu::check_graph_trains_like_eager(graphed, eager, 16, 64);
 }
 
 #endif

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/model_steps.hpp"
 #include "gpu/require_cuda.hpp"
-#include "model_twins.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/cuda/cudnn_batch_norm.hpp"
 #include "trainbench/cuda/cudnn_batch_norm_ex.hpp"
@@ -30,6 +30,7 @@ using namespace trainbench;
 namespace {
 
 using tbgpu::require_cuda;
+using tbgpu::twins;
 
 const c10::Device gpu(c10::kCUDA, 0);
 
@@ -43,18 +44,6 @@ bool close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol) {
   const double err = (x - y).abs().max().item<double>(), scale = y.abs().max().item<double>();
   UNSCOPED_INFO("max |difference| " << err << ", max |reference| " << scale);
   return err <= atol + rtol * scale;
-}
-
-double relative(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kCPU, at::kDouble);
-  const double norm = y.norm().item<double>();
-  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
-}
-
-bool finite_grads(const resnet& m) {
-  for (const auto& p : m->parameters())
-    if (!at::isfinite(p.grad()).all().item<bool>()) return false;
-  return true;
 }
 
 torch::nn::BatchNorm2d module(const batch_norm_problem& p) {
@@ -144,25 +133,6 @@ at::Tensor probed_call(const cudnn_fusion_check& c, bool plain, torch::nn::Batch
   if (plain) return cudnn_batch_norm(bn, x, unbias);
   if (c.ex_call) return cudnn_ex_batch_norm_relu(bn, x, r, unbias);
   return cudnn_batch_norm_relu(bn, x, r, unbias, c.relu_from_output);
-}
-
-// Two copies of an architecture on the GPU in channels_last with the same weights and statistics.
-std::pair<resnet, resnet> twins(const std::string& arch) {
-  at::manual_seed(0);
-  resnet a = make_resnet(arch, 10), b = make_resnet(arch, 10);
-  tbtest::copy_model_state(a, b);
-  for (resnet* m : {&a, &b}) {
-    (*m)->to(gpu);
-    (*m)->train();
-    weights_to_channels_last(**m);
-  }
-  return {a, b};
-}
-
-device_batch batch(int i, std::int64_t n, std::int64_t size) {
-  at::manual_seed(3000 + i);
-  return {at::randn({n, 3, size, size}).cuda().contiguous(at::MemoryFormat::ChannelsLast),
-          at::randint(10, {n}, at::kLong).cuda(), i, n};
 }
 
 // The two fusions every block runs are built; the downsample branch's plain batch norm, which no
@@ -393,55 +363,7 @@ TEST_CASE("fused batch norm on the GPU: ResNet-18 and ResNet-50 with fused batch
         CHECK(o.applied[0].find("Ex call") != std::string::npos);
         CHECK(o.applied[1].find("Ex call") != std::string::npos);
       }
-      step_options so;
-      so.device = gpu;
-      so.amp = amp;
-      // fp16 as it trains: with loss scaling. Unscaled, ResNet-50's early activation gradients
-      // fall to fp16's subnormals, where the two sides' roundings part by more than fp16's epsilon.
-      so.scaler = fp16;
-      so.optimizer.lr = 0.01;
-      so.optimizer.momentum = 0.9;
-      auto sf = make_eager_step(fused, so), sp = make_eager_step(plain, so);
-      std::vector<double> lf, lp;
-      bool grads_checked = false;
-      for (int i = 0; i < 6; ++i) {
-        const device_batch b = batch(i, 32, 64);
-        sf->forward(b);
-        sp->forward(b);
-        sf->backward();
-        sp->backward();
-        // The first step whose gradients are finite on both sides, at one scale (the ratio of the
-        // norms below does not depend on it): half-precision activations on both sides, rounded
-        // in different places, so the norm of each gradient's difference within 5% (fp16) or 10%
-        // (bf16) of its norm.
-        if (!grads_checked && finite_grads(fused) && finite_grads(plain) &&
-            (!fp16 || at::equal(sf->loss_scale(), sp->loss_scale()))) {
-          const auto gf = fused->named_parameters(), gp = plain->named_parameters();
-          for (const auto& item : gf) {
-            INFO(item.key());
-            CHECK(relative(item.value().grad(), gp[item.key()].grad()) < (fp16 ? 0.05 : 0.10));
-          }
-          grads_checked = true;
-        }
-        sf->optimizer_step();
-        sp->optimizer_step();
-        lf.push_back(sf->last_loss().item<double>());
-        lp.push_back(sp->last_loss().item<double>());
-      }
-      CHECK(grads_checked);
-      if (fp16) CHECK(sf->skipped_steps().item<double>() == sp->skipped_steps().item<double>());
-      for (std::size_t i = 0; i < lf.size(); ++i) {
-        INFO("step " << i << ": fused " << lf[i] << ", unfused " << lp[i]);
-        CHECK(lf[i] == Approx(lp[i]).epsilon(fp16 ? 0.02 : 0.05));
-      }
-      const auto bf = fused->named_buffers(), bp = plain->named_buffers();
-      for (const auto& item : bf) {
-        INFO(item.key());
-        if (item.value().is_floating_point())
-          CHECK(relative(item.value(), bp[item.key()]) < (fp16 ? 0.02 : 0.05));
-        else
-          CHECK(at::equal(item.value(), bp[item.key()]));
-      }
+      tbgpu::check_trains_alike(fused, plain, amp);
     }
   }
 }
@@ -456,33 +378,7 @@ TEST_CASE("fused batch norm on the GPU: the CUDA graph step with fused batch nor
   req.channels_last = true;
   require_block_fusions(fuse_batch_norm(graphed, req));
   require_block_fusions(fuse_batch_norm(eager, req));
-  step_options so;
-  so.device = gpu;
-  so.amp = amp_mode::fp16;
-  so.scaler = false;
-  so.optimizer.lr = 0.01;
-  so.optimizer.momentum = 0.9;
-  so.optimizer.foreach = true;
-  auto gs = make_graph_step(graphed, so, {16, 3, 64, 64}, true);
-  auto es = make_eager_step(eager, so);
-  gs->prepare();
-  for (int i = 0; i < 4; ++i) {
-    const device_batch b = batch(i, 16, 64);
-    gs->forward(b);
-    gs->backward();
-    gs->optimizer_step();
-    es->forward(b);
-    es->backward();
-    es->optimizer_step();
-    const double lg = gs->last_loss().item<double>(), le = es->last_loss().item<double>();
-    INFO("step " << i << ": graph " << lg << ", eager " << le);
-    CHECK(lg == Approx(le).epsilon(0.01));
-  }
-  const auto pg = graphed->named_parameters(), pe = eager->named_parameters();
-  for (const auto& item : pg) {
-    INFO(item.key());
-    CHECK(relative(item.value(), pe[item.key()]) < 1e-2);
-  }
+  tbgpu::check_graph_trains_like_eager(graphed, eager, 16, 64);
 }
 
 #endif  // TRAINBENCH_CUDA

@@ -48,6 +48,9 @@ std::string cudnn_conv_fusion::check_graphs(const conv_fusion_shape&) {
 conv_fusion_timing time_conv_fusion(const conv_fusion_shape&, const at::Tensor&, batch_norm_ops&, int, int, bool) {
   no_cuda();
 }
+conv_fusion_build build_cudnn_conv_fusion(const conv_fusion_shape&, const at::Tensor&) {
+  return {nullptr, "this trainbench was built against a LibTorch without CUDA", ""};
+}
 std::string cudnn_batch_norm_refusal(const torch::nn::BatchNorm2dImpl&, at::IntArrayRef, at::ScalarType, bool, bool,
                                      bool) {
   return "this trainbench was built against a LibTorch without CUDA";

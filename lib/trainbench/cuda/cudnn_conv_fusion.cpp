@@ -498,7 +498,65 @@ std::string compare(cudnn_conv_fusion& fused, const problem& p, const conv_fusio
   return wrong.str();
 }
 
+// cudnn_conv_fusion behind the training op's interface.
+class cudnn_kernels final : public conv_fusion_kernels {
+ public:
+  cudnn_kernels(std::unique_ptr<cudnn_conv_fusion> fused, const conv_fusion_shape& s, const at::Tensor& like)
+      : fused_(std::move(fused)),
+        s_(s),
+        scratch_mean_(at::zeros({s.c}, like.options().dtype(at::kFloat))),
+        scratch_var_(at::ones({s.c}, like.options().dtype(at::kFloat))) {}
+  bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count, const at::Tensor& gamma,
+                        const at::Tensor& beta, double eps) override {
+    TORCH_CHECK(count == s_.n * s_.h * s_.w && eps == s_.eps, "cudnn_conv_fusion: finalize built for ",
+                s_.n * s_.h * s_.w, " values and eps ", s_.eps, ", called with ", count, " and ", eps);
+    return fused_->finalize(sum, sq_sum, gamma, beta, scratch_mean_, scratch_var_);
+  }
+  // One Welford pass (PyTorch's, NHWC-aware) where no genstats epilogue made the sums.
+  bn_finalized statistics(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps) override {
+    auto [mean, inv_std] = at::batch_norm_stats(x, eps);
+    const at::Tensor eq_scale = gamma.to(at::kFloat) * inv_std;
+    return {mean, inv_std, eq_scale, beta.to(at::kFloat) - mean * eq_scale};
+  }
+  conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w, conv_geometry g) override {
+    same_geometry(g);
+    return fused_->forward(x, f, w);
+  }
+  conv_fusion_gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x, const bn_finalized& f,
+                                 const at::Tensor& gamma, const at::Tensor& beta, conv_geometry g) override {
+    same_geometry(g);
+    return fused_->backward(dy, w, x, f, gamma, beta);
+  }
+
+ private:
+  void same_geometry(conv_geometry g) const {
+    TORCH_CHECK(g.stride == s_.g.stride && g.padding == s_.g.padding, "cudnn_conv_fusion: built for stride ",
+                s_.g.stride, " padding ", s_.g.padding, ", called with ", g.stride, " and ", g.padding);
+  }
+  std::unique_ptr<cudnn_conv_fusion> fused_;
+  conv_fusion_shape s_;
+  // finalize's previous and next running statistics: cuDNN's, never the model's.
+  at::Tensor scratch_mean_, scratch_var_;
+};
+
 }  // namespace
+
+conv_fusion_build build_cudnn_conv_fusion(const conv_fusion_shape& s, const at::Tensor& weight) {
+  TORCH_CHECK(weight.is_cuda(), "build_cudnn_conv_fusion: the weight must be on a CUDA device");
+  const c10::cuda::CUDAGuard guard(weight.device());
+  conv_fusion_build out;
+  std::unique_ptr<cudnn_conv_fusion> fused;
+  try {
+    fused = std::make_unique<cudnn_conv_fusion>(s, /*autotune=*/false);
+  } catch (const conv_fusion_refused& e) {
+    out.refused = e.what();
+    return out;
+  }
+  double worst = 0.0;
+  out.wrong = compare(*fused, make_problem(s, weight), s, worst);
+  if (out.wrong.empty()) out.kernels = std::make_shared<cudnn_kernels>(std::move(fused), s, weight);
+  return out;
+}
 
 conv_fusion_timing time_conv_fusion(const conv_fusion_shape& s, const at::Tensor& weight, batch_norm_ops& unfused,
                                     int rounds, int calls, bool autotune) {

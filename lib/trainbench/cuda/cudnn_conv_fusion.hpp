@@ -46,9 +46,7 @@ class cudnn_conv_fusion {
   // y = conv(relu(x * eq_scale + eq_bias), w), with y's sum and sum of squares. x and w NHWC in
   // the shape's dtype.
   conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w);
-  struct gradients {
-    at::Tensor dx, dw, dgamma, dbeta;
-  };
+  using gradients = conv_fusion_gradients;
   // From y's gradient dy: the batch norm's input gradient and weight gradients, and the
   // convolution's weight gradient.
   gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x, const bn_finalized& f,
@@ -89,6 +87,18 @@ struct conv_fusion_timing {
 };
 conv_fusion_timing time_conv_fusion(const conv_fusion_shape& s, const at::Tensor& weight, batch_norm_ops& unfused,
                                     int rounds, int calls, bool autotune);
+
+// The graphs of shape s as training kernels (backend.conv_fusion, model/conv_fusion_op.hpp),
+// first run once on a random problem of that shape (weight: the first pair's convolution weight,
+// on the device) and held against the reference. Exactly one of kernels, refused (cuDNN declines
+// the shape, or this build has no frontend) and wrong (what differs) is set; other errors throw.
+// The kernels take finalize's statistics from their own scratch running statistics, not the
+// model's: update_running_statistics keeps those PyTorch's way.
+struct conv_fusion_build {
+  std::shared_ptr<conv_fusion_kernels> kernels;
+  std::string refused, wrong;
+};
+conv_fusion_build build_cudnn_conv_fusion(const conv_fusion_shape& s, const at::Tensor& weight);
 
 // How far the fused results may be from the reference per activation dtype: each output's norm
 // of the difference over its norm.

@@ -9,6 +9,7 @@
 //     CUDA ops' [gpu] tests hold them against it;
 //   - cuDNN (cuda/cudnn_batch_norm.hpp): one fused graph forward, one backward, NHWC.
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
 
 #include <array>
 #include <cstdint>
@@ -16,6 +17,12 @@
 #include <string>
 
 namespace trainbench {
+
+// A convolution's output, with its per-channel sum and sum of squares where a fused convolution
+// emitted them (else undefined): the next batch norm's statistics, already reduced.
+struct conv_output {
+  torch::Tensor y, sum, sq_sum;
+};
 
 class batch_norm_ops {
  public:
@@ -27,6 +34,12 @@ class batch_norm_ops {
                                     const torch::Tensor& residual) = 0;
   // bn(x) alone: the downsample branch's batch norm.
   virtual torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) = 0;
+  // conv(relu(bn(in.y))): a batch norm whose ReLU feeds only a convolution. By default the two
+  // apart, through bn_relu; backend.conv_fusion's ops (model/conv_fusion_op.hpp) fold them and use
+  // in's statistics where it has them.
+  virtual conv_output bn_relu_conv(torch::nn::BatchNorm2dImpl& bn, torch::nn::Conv2dImpl& conv, const conv_output& in) {
+    return {conv.forward(bn_relu(bn, in.y)), {}, {}};
+  }
 };
 
 // The module's batch norm, then in-place add and ReLU: what torchvision's blocks run.

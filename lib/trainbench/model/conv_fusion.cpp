@@ -78,6 +78,46 @@ at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const 
 }
 
 namespace {
+
+class reference_kernels final : public conv_fusion_kernels {
+ public:
+  bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count, const at::Tensor& gamma,
+                        const at::Tensor& beta, double eps) override {
+    return bn_finalize_reference(sum, sq_sum, count, gamma, beta, eps);
+  }
+  bn_finalized statistics(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps) override {
+    const at::Tensor xc = x.to(compute_type(x));
+    return bn_finalize_reference(channel_sum(xc), channel_sum(xc * xc), x.numel() / x.size(1), gamma, beta, eps);
+  }
+  conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w, conv_geometry g) override {
+    return sbr_conv_genstats_reference(x, f.eq_scale, f.eq_bias, w, g);
+  }
+  conv_fusion_gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x, const bn_finalized& f,
+                                 const at::Tensor& gamma, const at::Tensor& beta, conv_geometry g) override {
+    const dgrad_dbn d = dgrad_drelu_dbn_weight_reference(dy, w, x, f.mean, f.inv_std, gamma, beta, g);
+    return {dbn_apply_reference(d.dz, x, d.eq_dy, d.eq_x, d.eq_b), sbr_wgrad_reference(x, f.eq_scale, f.eq_bias, dy, w, g),
+            d.dgamma, d.dbeta};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<conv_fusion_kernels> reference_conv_fusion_kernels() {
+  static const auto kernels = std::make_shared<reference_kernels>();  // stateless
+  return kernels;
+}
+
+void update_running_statistics(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count) {
+  const at::NoGradGuard no_grad;
+  const double momentum = *bn.options.momentum();
+  const double m = static_cast<double>(count);
+  const at::Tensor unbiased = (f.inv_std.pow(-2) - bn.options.eps()) * (m / std::max(m - 1.0, 1.0));
+  bn.running_mean.mul_(1.0 - momentum).add_(f.mean.to(bn.running_mean.scalar_type()), momentum);
+  bn.running_var.mul_(1.0 - momentum).add_(unbiased.to(bn.running_var.scalar_type()), momentum);
+  bn.num_batches_tracked.add_(1);
+}
+
+namespace {
 // What the graphs are built for: one group, no bias, a square kernel, one stride and one integer
 // padding for both axes, no dilation.
 bool plain_square(const torch::nn::detail::ConvNdOptions<2>& o) {
@@ -107,23 +147,28 @@ std::vector<conv_fusion_site> conv_fusion_sites(resnet& model, const std::vector
   return out;
 }
 
+conv_fusion_shape conv_fusion_problem(const conv_fusion_site& site, at::ScalarType dtype) {
+  const auto& o = site.conv->options;
+  conv_fusion_shape s;
+  s.dtype = dtype;
+  s.n = site.input[0];
+  s.c = site.input[1];
+  s.h = site.input[2];
+  s.w = site.input[3];
+  s.k = o.out_channels();
+  s.r = (*o.kernel_size())[0];
+  s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
+  s.eps = site.bn->options.eps();
+  s.momentum = *site.bn->options.momentum();  // conv_fusion_sites keeps only batch norms with one
+  return s;
+}
+
 std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
   using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   std::map<key, std::size_t> index;
   std::vector<conv_fusion_group> groups;
   for (const conv_fusion_site& site : sites) {
-    const auto& o = site.conv->options;
-    conv_fusion_shape s;
-    s.dtype = dtype;
-    s.n = site.input[0];
-    s.c = site.input[1];
-    s.h = site.input[2];
-    s.w = site.input[3];
-    s.k = o.out_channels();
-    s.r = (*o.kernel_size())[0];
-    s.g = {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
-    s.eps = site.bn->options.eps();
-    s.momentum = *site.bn->options.momentum();  // conv_fusion_sites keeps only batch norms with one
+    const conv_fusion_shape s = conv_fusion_problem(site, dtype);
     const auto [it, added] = index.emplace(key{s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding}, groups.size());
     if (added) groups.push_back({s, site.conv, {}});
     groups[it->second].layers.push_back(site.name);

@@ -18,6 +18,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,38 @@ at::Tensor sbr_wgrad_reference(const at::Tensor& x, const at::Tensor& eq_scale, 
 at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const at::Tensor& eq_dy,
                                const at::Tensor& eq_x, const at::Tensor& eq_b);
 
+// The gradients of one fused pair: the batch norm's input, scale and shift, the convolution's weight.
+struct conv_fusion_gradients {
+  at::Tensor dx, dw, dgamma, dbeta;
+};
+
+// The kernels a fused "batch norm, ReLU, convolution" of the training step runs
+// (model/conv_fusion_op.hpp): the reference functions above on any device, or cuDNN's graphs for
+// one shape (cuda/cudnn_conv_fusion.hpp). x, y and w in the activation dtype, the per-channel
+// tensors float (double for double x).
+class conv_fusion_kernels {
+ public:
+  virtual ~conv_fusion_kernels() = default;
+  // Finalize from the sum and sum of squares a fused convolution emitted with x.
+  virtual bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count,
+                                const at::Tensor& gamma, const at::Tensor& beta, double eps) = 0;
+  // The same from x itself, where no fused convolution made x (the block's first convolution).
+  virtual bn_finalized statistics(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps) = 0;
+  virtual conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w, conv_geometry g) = 0;
+  virtual conv_fusion_gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x,
+                                         const bn_finalized& f, const at::Tensor& gamma, const at::Tensor& beta,
+                                         conv_geometry g) = 0;
+};
+
+// The reference functions as kernels: any shape, any device, any floating dtype.
+std::shared_ptr<conv_fusion_kernels> reference_conv_fusion_kernels();
+
+// bn's running statistics moved by one batch of f, PyTorch's way: the unbiased variance (from
+// f.inv_std, as the fused kernels keep no other), bn's momentum, the batch counter advanced.
+// count is N*H*W. Plain ATen, any device; not cuDNN's finalize update, whose variance convention
+// its documentation does not state.
+void update_running_statistics(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count);
+
 // A batch norm whose ReLU feeds a convolution and nothing else: the pairs these fusions fold. In
 // torchvision's blocks, bn1 -> conv2, and in a bottleneck also bn2 -> conv3. (A block's last batch
 // norm adds the residual, and the block's output is the next block's residual, so it is kept in
@@ -91,6 +124,9 @@ struct conv_fusion_shape {
   std::int64_t out_h() const { return (h + 2 * g.padding - r) / g.stride + 1; }
   std::int64_t out_w() const { return (w + 2 * g.padding - r) / g.stride + 1; }
 };
+
+// The problem of one pair in activations of dtype.
+conv_fusion_shape conv_fusion_problem(const conv_fusion_site& site, at::ScalarType dtype);
 
 // The pairs of one shape: the first pair's convolution (whose weights a measurement uses) and
 // every pair's name.

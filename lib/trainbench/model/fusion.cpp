@@ -86,6 +86,20 @@ shape_check check_shapes(resnet& model, const std::vector<std::int64_t>& input_s
 
 }  // namespace
 
+fusion_dtype fusion_activation_dtype(resnet& model, amp_mode amp) {
+  fusion_dtype out;
+  if (amp == amp_mode::fp16) out.type = at::kHalf;
+  if (amp == amp_mode::bf16) out.type = at::kBFloat16;
+  if (amp == amp_mode::off) {
+    const auto params = model->parameters();
+    if (!params.empty()) out.type = params.front().scalar_type();
+  }
+  out.name = dtype_name(out.type);
+  if (out.type != at::kFloat && out.type != at::kHalf && out.type != at::kBFloat16)
+    out.why_not = "no cuDNN fusion in " + out.name;
+  return out;
+}
+
 std::vector<batch_norm_site> batch_norm_sites(resnet& model, const std::vector<std::int64_t>& input_shape) {
   TB_ASSERT(input_shape.size() == 4, "batch_norm_sites: input_shape is N, C, H, W");
   const auto params = model->parameters();
@@ -128,14 +142,9 @@ fusion_outcome fuse_batch_norm(resnet& model, const fusion_request& request) {
   if (!request.device.is_cuda()) return none("no fused kernel on " + request.device.str());
   if (!request.channels_last)
     return none("cuDNN's fused batch norm runs NHWC only (this run is NCHW: set channels_last)");
-  at::ScalarType dtype = at::kFloat;
-  if (request.amp == amp_mode::fp16) dtype = at::kHalf;
-  if (request.amp == amp_mode::bf16) dtype = at::kBFloat16;
-  if (request.amp == amp_mode::off) {
-    const auto params = model->parameters();
-    if (!params.empty()) dtype = params.front().scalar_type();
-    if (dtype != at::kFloat) return none(std::string("no cuDNN fusion in ") + dtype_name(dtype));
-  }
+  const fusion_dtype activations = fusion_activation_dtype(model, request.amp);
+  if (!activations.why_not.empty()) return none(activations.why_not);
+  const at::ScalarType dtype = activations.type;
   const cudnn_fusion_probe probe = probe_cudnn_batch_norm(request.device, dtype, request.route);
   const cudnn_fusion_check* const checks[] = {&probe.bn_relu, &probe.bn_add_relu, &probe.batch_norm};
   const bool any = probe.bn_relu.works || probe.bn_add_relu.works || probe.batch_norm.works;

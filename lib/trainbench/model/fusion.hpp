@@ -50,6 +50,15 @@ struct batch_norm_site {
   std::vector<std::int64_t> shape;
 };
 
+// The activation dtype the fused kernels get: fp16 or bf16 under train.amp, else the model's;
+// why_not says where cuDNN has no fusion for it (fp64). name: "fp16", "bf16", "fp32", "fp64".
+struct fusion_dtype {
+  at::ScalarType type = at::kFloat;
+  std::string name;
+  std::string why_not;
+};
+fusion_dtype fusion_activation_dtype(resnet& model, amp_mode amp);
+
 // Every batch-norm call of one forward at input_shape (N, C, H, W), in call order. The model runs
 // once in eval mode, without gradients, on a single zero image (no shape but N depends on the
 // batch; N is then set to input_shape's), and is left as it was: its mode, weights, statistics and

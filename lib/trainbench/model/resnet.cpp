@@ -53,7 +53,7 @@ class basic_block_impl : public nn::Module {
     if (downsample_) downsample = register_module("downsample", downsample_);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    const torch::Tensor y = conv2(ops->bn_relu(*bn1, conv1(x)));
+    const torch::Tensor y = ops->bn_relu_conv(*bn1, *conv2, {conv1(x), {}, {}}).y;
     return ops->bn_add_relu(*bn2, y, identity(*ops, x));
   }
   nn::BatchNorm2d last_bn() const { return bn2; }
@@ -84,9 +84,8 @@ class bottleneck_impl : public nn::Module {
     if (downsample_) downsample = register_module("downsample", downsample_);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor y = ops->bn_relu(*bn1, conv1(x));
-    y = conv3(ops->bn_relu(*bn2, conv2(y)));
-    return ops->bn_add_relu(*bn3, y, identity(*ops, x));
+    const conv_output y = ops->bn_relu_conv(*bn2, *conv3, ops->bn_relu_conv(*bn1, *conv2, {conv1(x), {}, {}}));
+    return ops->bn_add_relu(*bn3, y.y, identity(*ops, x));
   }
   nn::BatchNorm2d last_bn() const { return bn3; }
   std::shared_ptr<batch_norm_ops> ops = unfused_batch_norm_ops();
