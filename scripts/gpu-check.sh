@@ -486,8 +486,8 @@ fi
 
 if start resnet50; then
   # ResNet-50 to NVIDIA's recipe. --quick runs, in this order (what is cut comes last): the
-  # compiled step on input made on the device (09: its rate against MLPerf's), the eager recipe on
-  # it (06: what compiling buys), the compiled step with the stem padded to 4 channels (11: what
+  # compiled step on input made on the device (09: its rate against MLPerf's), the same with the
+  # convolution fusions (12: what they buy), the eager recipe on it (06: what compiling buys), the compiled step with the stem padded to 4 channels (11: what
   # that buys), on JPEGs (08: JPEG / device-made input, eager), the compiled step on JPEGs (10: the
   # same for the compiled step), then the graph alone (07) and the host's loader (05). The reports
   # carry the share of the tensor-core peak. GPU_CHECK_RESNET50 (rung names) overrides.
@@ -495,7 +495,8 @@ if start resnet50; then
   r50_files=(configs/resnet50/*.yaml)
   if [ $quick = 1 ]; then
     [ $rehearse = 0 ] && r50+=(--set measure.measured_batches=10)
-    rungs_named r50_files resnet50 ${GPU_CHECK_RESNET50:-09-compile 06-recipe-device-synthetic 11-compile-pad-stem \
+    rungs_named r50_files resnet50 ${GPU_CHECK_RESNET50:-09-compile 12-compile-conv-fusion 06-recipe-device-synthetic \
+      11-compile-pad-stem \
       08-recipe-imagefolder 10-compile-imagefolder 07-cuda-graph 05-recipe}
   fi
   keep_unfinished r50_files resnet50 "${r50_files[@]}"

@@ -316,6 +316,18 @@ def pad_stem_lines(best, r50):
         print(ratio_line(f"stem on 4 channels / on 3 ({part})", pick(padded), pick(plain)) + note)
 
 
+def conv_fusion_line(r50):
+    """backend.conv_fusion against the same compiled step without it: resnet50/12 against 09."""
+    pick = lambda prefix: next(((median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items()
+                                if n.startswith(prefix) and median(r)), (None, f"resnet50/{prefix[:-1]}"))
+    fused = next((r for n, r in r50.items() if n.startswith("12-")), None)
+    ran = ((fused or {}).get("effective") or {}).get("conv_fusion")
+    note = "" if fused is None or ran else " The fused rung ran no fused pair (its notes say why)."
+    if ran:
+        note = f" Ran: {'; '.join(ran)}."
+    print(ratio_line("convolution fusions / compiled step (resnet50)", pick("12-"), pick("09-")) + note)
+
+
 def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
     """The goals of the compiled-step and GPU-input work, each as the ratio this run measured."""
     imagenet = imagenet or {}
@@ -371,6 +383,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     print(ratio_line("bf16 / fp16, compiled step (best)", twin("01-", "bf16"), twin("00-", "fp16"), 0.95, "within 5%"))
     fused_routes_line(best or {})
     pad_stem_lines(best or {}, r50)
+    conv_fusion_line(r50)
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None
     dev, host, shared = decode.get("device"), decode.get("host"), decode.get("device-share")

@@ -13,6 +13,7 @@
 #include "trainbench/config/profile_io.hpp"
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/conv_fusion_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/stages/weights.hpp"
 #include "trainbench/util/error.hpp"
@@ -239,6 +240,20 @@ fusion_request compile_fusion_request(const profile& p, c10::Device device) {
   return fr;
 }
 
+// backend.conv_fusion, on top of the batch norms backend.compile fused: what ran in
+// effective.conv_fusion, each shape or reason it could not in the notes.
+void fuse_conv_pairs(const profile& p, c10::Device device, const std::vector<std::int64_t>& shape, resnet& model,
+                     effective_settings& e) {
+  fusion_request fr;
+  fr.device = device;
+  fr.amp = p.train.amp;
+  fr.channels_last = p.model.channels_last;
+  fr.input_shape = shape;
+  const fusion_outcome fused = fuse_convolutions(model, fr);
+  e.conv_fusion = fused.applied;
+  for (const auto& f : fused.ineffective) e.notes.push_back("backend.conv_fusion: " + f);
+}
+
 // The search sizes the step the run will take: with a graph only where the run captures one.
 batch_search_request search_request(const profile& p, c10::Device device, bool graph) {
   batch_search_request r;
@@ -332,7 +347,8 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
   const c10::Device device = device_for_rank(p, o.launch);
   const bool on_cuda = device.is_cuda();
   if (on_cuda) make_device_current(device);  // before anything allocates, pins or syncs
-  if (p.backend.compile) prepare_fusions(device);  // before the process group's and loader's threads
+  // Before the process group's and loader's threads.
+  if (p.backend.compile || p.backend.conv_fusion) prepare_fusions(device);
   e.device = device.str();
   e.device_name = on_cuda ? cuda_device_name(device) : "cpu";
   note_ineffective(p, on_cuda, o.strict, e);
@@ -418,6 +434,8 @@ pipeline build_pipeline(const profile& requested, const build_options& o, effect
       e.compile.push_back("fused_sgd");
       pytorch_batch_norms = !fused.ineffective.empty();
     }
+    if (p.backend.conv_fusion && takes_effect(p, device_kind{on_cuda, e.device, true}, "backend.conv_fusion"))
+      fuse_conv_pairs(p, device, shape, model, e);
     if (on_cuda && p.train.amp == amp_mode::bf16 && pytorch_batch_norms) {
       const std::string note = bf16_batch_norm_note(device, p.model.channels_last);
       if (!note.empty()) e.notes.push_back(note);

@@ -203,6 +203,46 @@ TEST_CASE("backend.pad_stem takes effect on CUDA with NHWC and tensor-core dtype
   CHECK_THAT(to_yaml(load_profile(dir / "p.yaml").value), Catch::Contains("pad_stem: true"));
 }
 
+TEST_CASE("backend.conv_fusion takes effect on CUDA in NHWC only, and says why elsewhere") {
+  profile p;
+  p.backend.conv_fusion = true;
+  auto whys = [](const profile& q, const device_kind& d) {
+    std::string all;
+    for (const auto& s : ineffective_switches(q, d))
+      if (s.key == "backend.conv_fusion") all += s.why + "\n";
+    return all;
+  };
+  const device_kind gpu{true, "cuda:0", true}, cpu{false, "cpu", true};
+  CHECK_THAT(whys(p, gpu), Catch::Contains("NHWC") && Catch::Contains("model.channels_last"));
+  CHECK_FALSE(takes_effect(p, gpu, "backend.conv_fusion"));
+  p.backend.compile = true;  // NHWC, whatever model.channels_last says
+  CHECK(takes_effect(p, gpu, "backend.conv_fusion"));
+  p.backend.compile = false;
+  p.model.channels_last = true;
+  CHECK(takes_effect(p, gpu, "backend.conv_fusion"));
+  CHECK_THAT(whys(p, cpu), Catch::Contains("the device is cpu"));
+  p.backend.conv_fusion = false;  // never named when not asked for
+  p.model.channels_last = false;
+  CHECK(whys(p, gpu).empty());
+  CHECK(whys(p, cpu).empty());
+  const auto dir = tbtest::scratch("conv-fusion-key");
+  tbtest::write_text(dir / "p.yaml", "name: p\nbackend: {conv_fusion: true}\n");
+  CHECK(load_profile(dir / "p.yaml").value.backend.conv_fusion);
+  CHECK_THAT(to_yaml(load_profile(dir / "p.yaml").value), Catch::Contains("conv_fusion: true"));
+  // A CPU run goes on unfused, with the note, and its report says nothing ran fused.
+  const auto out = dir / "r.json";
+  const auto r = tbtest::run_cli(
+      "run --quiet --config configs/quickstart.yaml --set device=cpu --set backend.conv_fusion=true "
+      "--set measure.warmup_batches=1 --set measure.measured_batches=1 --set measure.repeats=1 --out '" +
+      out.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto j = tbtest::read_json(out);
+  CHECK(j["effective"]["conv_fusion"].empty());
+  CHECK_THAT(j["effective"]["notes"].dump(),
+             Catch::Contains("backend.conv_fusion: requested but ineffective: the device is cpu"));
+}
+
 TEST_CASE("data.decode_off_engines: device is judged ineffective where nvJPEG does not decode") {
   profile p;
   p.data.source = data_source::imagefolder;

@@ -16,6 +16,7 @@
 #include "trainbench/cuda/cuda_stages.hpp"
 #include "trainbench/measure/runner.hpp"
 #include "trainbench/model/batch_norm_op.hpp"
+#include "trainbench/model/conv_fusion_op.hpp"
 #include "trainbench/model/fusion.hpp"
 #include "trainbench/pipeline.hpp"
 #include "trainbench/report/ladder.hpp"
@@ -26,16 +27,20 @@ namespace fs = std::filesystem;
 std::vector<std::string> tbgpu::expected_notes(const profile& p, std::int64_t batch) {
   std::vector<std::string> notes;
   const c10::Device device(c10::kCUDA, 0);
+  resnet probe = make_resnet(p.model.arch, p.model.num_classes);
+  probe->to(at::kCUDA);
+  fusion_request fr;
+  fr.device = device;
+  fr.amp = p.train.amp;
+  fr.input_shape = {batch, 3, p.data.image_size, p.data.image_size};
   if (p.backend.compile) {
-    resnet probe = make_resnet(p.model.arch, p.model.num_classes);
-    probe->to(at::kCUDA);
-    fusion_request fr;
-    fr.device = device;
-    fr.amp = p.train.amp;
     fr.channels_last = true;
-    fr.input_shape = {batch, 3, p.data.image_size, p.data.image_size};
     fr.route = fused_batch_norm_route(p);
     for (const auto& f : fuse_batch_norm(probe, fr).ineffective) notes.push_back("backend.compile: " + f);
+  }
+  if (p.backend.conv_fusion) {
+    fr.channels_last = p.model.channels_last || p.backend.compile;
+    for (const auto& f : fuse_convolutions(probe, fr).ineffective) notes.push_back("backend.conv_fusion: " + f);
   }
   if (p.train.amp == amp_mode::bf16 && (!p.backend.compile || !notes.empty())) {
     const std::string bf16 = bf16_batch_norm_note(device, p.backend.compile || p.model.channels_last);

@@ -52,11 +52,11 @@ struct counting_kernels final : conv_fusion_kernels {
   }
 };
 
-std::pair<resnet, resnet> float64_twins(const std::string& arch) {
+std::pair<resnet, resnet> twins(const std::string& arch, at::ScalarType dtype = at::kDouble) {
   at::manual_seed(7);
   resnet fused = make_resnet(arch, 10), plain = make_resnet(arch, 10);
-  fused->to(at::kDouble);
-  plain->to(at::kDouble);
+  fused->to(dtype);
+  plain->to(dtype);
   tbtest::copy_model_state(fused, plain);
   return {fused, plain};
 }
@@ -97,9 +97,10 @@ double one_step_difference(resnet& fused, resnet& plain) {
 
 }  // namespace
 
-TEST_CASE("backend.conv_fusion: ResNet-18 and ResNet-50 on the fused op's reference kernels train like the unfused "
-          "model, with and without the fused batch norm around it",
-          "[model][conv_fusion]") {
+TEST_CASE(
+    "backend.conv_fusion: ResNet-18 and ResNet-50 on the fused op's reference kernels train like the unfused "
+    "model, with and without the fused batch norm around it",
+    "[model][conv_fusion]") {
   struct expect {
     const char* arch;
     int pairs, from_x, finalized;  // ResNet-50: each bn2 -> conv3 takes conv2's fused statistics
@@ -107,7 +108,7 @@ TEST_CASE("backend.conv_fusion: ResNet-18 and ResNet-50 on the fused op's refere
   for (const expect e : {expect{"resnet18", 8, 8, 0}, expect{"resnet50", 32, 16, 16}}) {
     for (const bool bn_fused : {false, true}) {
       INFO(e.arch << (bn_fused ? ", batch norms fused too" : ""));
-      auto [fused, plain] = float64_twins(e.arch);
+      auto [fused, plain] = twins(e.arch);
       if (bn_fused) {
         fusion_request r;
         r.cpu_reference = true;
@@ -126,7 +127,7 @@ TEST_CASE("backend.conv_fusion: ResNet-18 and ResNet-50 on the fused op's refere
 
 TEST_CASE("backend.conv_fusion: a wrong batch-norm weight gradient in the fused op shows against the unfused model",
           "[model][conv_fusion]") {
-  auto [fused, plain] = float64_twins("resnet18");
+  auto [fused, plain] = twins("resnet18");
   auto kernels = std::make_shared<counting_kernels>();
   kernels->skew = 1.01;
   plan_all(fused, kernels);
@@ -135,28 +136,34 @@ TEST_CASE("backend.conv_fusion: a wrong batch-norm weight gradient in the fused 
 
 TEST_CASE("backend.conv_fusion: eval mode, another batch, dtype or layout than planned run the unfused ops",
           "[model][conv_fusion]") {
-  auto [fused, plain] = float64_twins("resnet18");
+  auto [fused, plain] = twins("resnet18", at::kFloat);  // a sized plan takes float scale and shift
   auto kernels = std::make_shared<counting_kernels>();
   conv_fusion_plans plans;
   // 64 px: at 32, layer4's 1 x 1 activations are NHWC and NCHW at once.
-  for (const conv_fusion_site& s : conv_fusion_sites(fused, {4, 3, 64, 64})) plans[s.conv] = {kernels, s.input, at::kDouble};
+  for (const conv_fusion_site& s : conv_fusion_sites(fused, {4, 3, 64, 64}))
+    plans[s.conv] = {kernels, s.input, at::kFloat, s.bn->options.eps()};
   fused->set_batch_norm_ops(conv_fusion_ops(fused->batch_norm_ops_in_use(), std::move(plans)));
-  const at::Tensor x = at::randn({4, 3, 64, 64}, at::kDouble);
+  const at::Tensor x = at::randn({4, 3, 64, 64});
   fused->eval();
   plain->eval();
   CHECK(at::equal(fused->forward(x), plain->forward(x)));
   fused->train();
   plain->train();
-  fused->forward(x.narrow(0, 0, 2));            // another batch
-  fused->forward(x);                            // NCHW: the sized plan wants NHWC
+  fused->forward(x.narrow(0, 0, 2));  // another batch
+  fused->forward(x);                  // NCHW: the sized plan wants NHWC
   CHECK(kernels->forwards == 0);
+  fused->to(at::kDouble);  // the plan's dtype no longer
+  fused->forward(x.to(at::kDouble).contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(kernels->forwards == 0);
+  fused->to(at::kFloat);
   fused->forward(x.contiguous(at::MemoryFormat::ChannelsLast));
   CHECK(kernels->forwards == 8);
 }
 
-TEST_CASE("fuse_convolutions: the CPU keeps the unfused ops unless asked for the reference; on a GPU NCHW and "
-          "float64 are refused with the reason before any GPU work",
-          "[model][conv_fusion]") {
+TEST_CASE(
+    "fuse_convolutions: the CPU keeps the unfused ops unless asked for the reference; on a GPU NCHW and "
+    "float64 are refused with the reason before any GPU work",
+    "[model][conv_fusion]") {
   resnet m = make_resnet("resnet18", 10);
   fusion_request r;
   r.input_shape = {4, 3, 32, 32};
@@ -176,8 +183,9 @@ TEST_CASE("fuse_convolutions: the CPU keeps the unfused ops unless asked for the
   r.input_shape = {4, 3, 32, 32};
   o = fuse_convolutions(g, r);
   REQUIRE(o.ineffective.size() == 1);
-  CHECK(o.ineffective[0] == "batch norm + ReLU + convolution: cuDNN's convolution fusions run NHWC only (this run "
-                            "is NCHW: set model.channels_last)");
+  CHECK(o.ineffective[0] ==
+        "batch norm + ReLU + convolution: cuDNN's convolution fusions run NHWC only (this run "
+        "is NCHW: set model.channels_last)");
   g->to(at::kDouble);
   r.channels_last = true;
   r.amp = amp_mode::off;

@@ -298,6 +298,7 @@ TEST_CASE("the ResNet-50 ladder runs on the GPU, the report has the share of pea
     // The compiled rungs (09, 10) note only what fuse_batch_norm leaves unfused on this GPU.
     CHECK(j["effective"]["notes"].get<std::vector<std::string>>() == tbgpu::expected_notes(p, 32));
     if (p.backend.compile) CHECK(j["effective"]["compile"].back() == "cuda_graph");
+    CHECK(j["effective"]["conv_fusion"].empty() == !p.backend.conv_fusion);
     // 25,557,032 with torchvision's 1000 classes; the classifier has 2048 weights and a bias per class.
     CHECK(j["model"]["parameters"] == 25557032 - 2049 * (1000 - p.model.num_classes));
     CHECK(j["model"]["forward_flops_per_sample"].get<double>() ==

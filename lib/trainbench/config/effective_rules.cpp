@@ -19,6 +19,7 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
     ineffective(p.backend.cudnn_benchmark, "backend.cudnn_benchmark", why);
     ineffective(p.backend.tf32, "backend.tf32", why);
     ineffective(p.backend.pad_stem, "backend.pad_stem", why);
+    ineffective(p.backend.conv_fusion, "backend.conv_fusion", why);
   } else if (folder && p.data.decode == decode_place::device && device.device_decode) {
     // nvJPEG decodes on the device: the transfer is the decode. With a copy stream it runs one
     // batch ahead on a side stream; data.pin_memory puts the file bytes in the pinned file ring.
@@ -70,6 +71,8 @@ std::vector<ineffective_switch> ineffective_switches(const profile& p, const dev
     ineffective(p.backend.pad_stem && p.train.amp == amp_mode::off && !p.backend.tf32, "backend.pad_stem",
                 "the 4th channel is for cuDNN's tensor-core kernels, and fp32 without TF32 runs none; set "
                 "train.amp (fp16, bf16) or backend.tf32");
+    ineffective(p.backend.conv_fusion && !p.model.channels_last && !p.backend.compile, "backend.conv_fusion",
+                "cuDNN's convolution fusions run NHWC only; set model.channels_last (or backend.compile)");
   }
   const bool nvjpeg = folder && p.data.decode == decode_place::device && device.cuda && device.device_decode;
   ineffective(!nvjpeg && p.data.decode_off_engines == decode_place::device, "data.decode_off_engines",

@@ -98,6 +98,9 @@ struct backend_config {
   // The stem convolution's input and weights padded from 3 to 4 channels of zeros, as NVIDIA's
   // MLPerf ResNet feeds it: cuDNN's tensor-core NHWC kernels want 4 or 8 input channels.
   bool pad_stem = false;
+  // Every batch norm whose ReLU feeds only a convolution runs with it as one op, NVIDIA's MLPerf
+  // ResNet convolution fusions (cuDNN's graphs; CUDA, NHWC). A switch of its own, beside compile.
+  bool conv_fusion = false;
 };
 
 struct measure_config {

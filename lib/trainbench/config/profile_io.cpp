@@ -426,6 +426,7 @@ void visit(V& v, profile& p) {
     v.choice("fused_batch_norm", p.backend.fused_batch_norm,
              {fused_bn_route::automatic, fused_bn_route::graph, fused_bn_route::ex});
     v.field("pad_stem", p.backend.pad_stem);
+    v.field("conv_fusion", p.backend.conv_fusion);
   });
   v.block("measure", [&] {
     v.field("warmup_batches", p.measure.warmup_batches);

@@ -48,8 +48,8 @@ dgrad_dbn dgrad_drelu_dbn_weight_reference(const at::Tensor& dy, const at::Tenso
                                            const at::Tensor& mean, const at::Tensor& inv_std, const at::Tensor& gamma,
                                            const at::Tensor& beta, conv_geometry g) {
   const at::ScalarType ct = compute_type(x);
-  const at::Tensor da = std::get<0>(at::convolution_backward(dy, x, w, at::nullopt, {g.stride},
-                                                             {g.padding}, {1}, false, {0}, 1, {true, false, false}));
+  const at::Tensor da = std::get<0>(at::convolution_backward(dy, x, w, at::nullopt, {g.stride}, {g.padding}, {1}, false,
+                                                             {0}, 1, {true, false, false}));
   const at::Tensor xhat = (x.to(ct) - per_channel(mean, ct)) * per_channel(inv_std, ct);
   const at::Tensor pre = xhat * per_channel(gamma, ct) + per_channel(beta, ct);
   const at::Tensor dz = at::where(pre > 0, da, at::zeros_like(da));
@@ -95,8 +95,8 @@ class reference_kernels final : public conv_fusion_kernels {
   conv_fusion_gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x, const bn_finalized& f,
                                  const at::Tensor& gamma, const at::Tensor& beta, conv_geometry g) override {
     const dgrad_dbn d = dgrad_drelu_dbn_weight_reference(dy, w, x, f.mean, f.inv_std, gamma, beta, g);
-    return {dbn_apply_reference(d.dz, x, d.eq_dy, d.eq_x, d.eq_b), sbr_wgrad_reference(x, f.eq_scale, f.eq_bias, dy, w, g),
-            d.dgamma, d.dbeta};
+    return {dbn_apply_reference(d.dz, x, d.eq_dy, d.eq_x, d.eq_b),
+            sbr_wgrad_reference(x, f.eq_scale, f.eq_bias, dy, w, g), d.dgamma, d.dbeta};
   }
 };
 
@@ -108,10 +108,12 @@ std::shared_ptr<conv_fusion_kernels> reference_conv_fusion_kernels() {
 }
 
 void update_running_statistics(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count) {
+  TORCH_CHECK(count > 1, "batch norm: expected more than 1 value per channel when training, got ", count);
   const at::NoGradGuard no_grad;
   const double momentum = *bn.options.momentum();
   const double m = static_cast<double>(count);
-  const at::Tensor unbiased = (f.inv_std.pow(-2) - bn.options.eps()) * (m / std::max(m - 1.0, 1.0));
+  // Clamped: for a channel of near-zero variance, float rounding of inv_std^-2 can fall below eps.
+  const at::Tensor unbiased = (f.inv_std.pow(-2) - bn.options.eps()).clamp_min(0.0) * (m / (m - 1.0));
   bn.running_mean.mul_(1.0 - momentum).add_(f.mean.to(bn.running_mean.scalar_type()), momentum);
   bn.running_var.mul_(1.0 - momentum).add_(unbiased.to(bn.running_var.scalar_type()), momentum);
   bn.num_batches_tracked.add_(1);
@@ -164,7 +166,8 @@ conv_fusion_shape conv_fusion_problem(const conv_fusion_site& site, at::ScalarTy
 }
 
 std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
-  using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  using key =
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   std::map<key, std::size_t> index;
   std::vector<conv_fusion_group> groups;
   for (const conv_fusion_site& site : sites) {

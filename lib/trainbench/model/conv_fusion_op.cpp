@@ -22,11 +22,18 @@ conv_geometry geometry_of(const torch::nn::Conv2dImpl& conv) {
   return {(*o.stride())[0], std::get<torch::ExpandingArray<2>>(o.padding())->at(0)};
 }
 
-// The op's non-tensor inputs. The kernels belong to the model's ops, which outlive its steps.
+// The op's non-tensor inputs.
 struct pair_args {
-  conv_fusion_kernels* kernels = nullptr;
+  std::shared_ptr<conv_fusion_kernels> kernels;
   torch::nn::BatchNorm2dImpl* bn = nullptr;
   conv_geometry g;
+};
+
+// The kernels in the autograd context until backward has run: whatever replaces the model's ops
+// in between, backward runs on what forward ran on.
+struct kernels_holder : torch::CustomClassHolder {
+  explicit kernels_holder(std::shared_ptr<conv_fusion_kernels> k) : kernels(std::move(k)) {}
+  std::shared_ptr<conv_fusion_kernels> kernels;
 };
 
 // Differentiable in x, gamma, beta and w; y's statistics are outputs without a gradient.
@@ -37,7 +44,7 @@ class bn_relu_conv_function : public torch::autograd::Function<bn_relu_conv_func
                                const at::Tensor& sq_sum, const pair_args* a) {
     // The kernels take their inputs' dtypes as given: no autocast cast inside.
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    conv_fusion_kernels& k = *a->kernels;
+    conv_fusion_kernels& k = *a->kernels;  // held by the caller for this call
     const std::int64_t count = x.numel() / x.size(1);
     const double eps = a->bn->options.eps();
     const bn_finalized f =
@@ -45,18 +52,21 @@ class bn_relu_conv_function : public torch::autograd::Function<bn_relu_conv_func
     update_running_statistics(*a->bn, f, count);
     const conv_genstats out = k.forward(x, f, w, a->g);
     ctx->save_for_backward({x, gamma, beta, w, f.mean, f.inv_std, f.eq_scale, f.eq_bias});
-    ctx->saved_data["kernels"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(a->kernels));
+    ctx->saved_data["kernels"] = at::IValue::make_capsule(c10::make_intrusive<kernels_holder>(a->kernels));
     ctx->saved_data["stride"] = a->g.stride;
     ctx->saved_data["padding"] = a->g.padding;
     ctx->mark_non_differentiable({out.sum, out.sq_sum});
+    ctx->set_materialize_grads(false);  // no zero gradients made for the statistics
     return {out.y, out.sum, out.sq_sum};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return variable_list(7);  // y reached no loss
     const variable_list s = ctx->get_saved_variables();
     const at::Tensor &x = s[0], &gamma = s[1], &beta = s[2], &w = s[3];
     const bn_finalized f{s[4], s[5], s[6], s[7]};
-    auto& k = *reinterpret_cast<conv_fusion_kernels*>(static_cast<std::intptr_t>(ctx->saved_data["kernels"].toInt()));
+    conv_fusion_kernels& k =
+        *c10::static_intrusive_pointer_cast<kernels_holder>(ctx->saved_data["kernels"].toCapsule())->kernels;
     const conv_geometry g{ctx->saved_data["stride"].toInt(), ctx->saved_data["padding"].toInt()};
     // The fused kernels read dy in x's layout and dtype (autograd may hand another layout).
     const at::Tensor dy = grads[0].to(x.scalar_type()).contiguous(x.suggest_memory_format());
@@ -79,19 +89,22 @@ class conv_fused_ops final : public batch_norm_ops {
   torch::Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) override {
     return inner_->batch_norm(bn, x);
   }
-  conv_output bn_relu_conv(torch::nn::BatchNorm2dImpl& bn, torch::nn::Conv2dImpl& conv, const conv_output& in) override {
+  conv_output bn_relu_conv(torch::nn::BatchNorm2dImpl& bn, torch::nn::Conv2dImpl& conv,
+                           const conv_output& in) override {
     const auto it = plans_.find(&conv);
     if (it == plans_.end() || !fits(it->second, bn, in.y)) return inner_->bn_relu_conv(bn, conv, in);
-    return fused_bn_relu_conv(*it->second.kernels, bn, conv, in);
+    return fused_bn_relu_conv(it->second.kernels, bn, conv, in);
   }
 
  private:
-  // Eval mode, another batch size or dtype: the plan's kernels were not built for it.
+  // Eval mode, another batch size, dtype, layout or eps: the plan's kernels were not built for it
+  // (sized kernels take float scale and shift).
   static bool fits(const conv_fusion_plan& plan, const torch::nn::BatchNorm2dImpl& bn, const at::Tensor& x) {
     if (!fusable(bn)) return false;
     if (plan.input.empty()) return true;
     return x.sizes() == at::IntArrayRef(plan.input) && x.scalar_type() == plan.dtype &&
-           x.is_contiguous(at::MemoryFormat::ChannelsLast);
+           x.is_contiguous(at::MemoryFormat::ChannelsLast) && bn.weight.scalar_type() == at::kFloat &&
+           bn.options.eps() == plan.eps;
   }
   std::shared_ptr<batch_norm_ops> inner_;
   conv_fusion_plans plans_;
@@ -99,8 +112,8 @@ class conv_fused_ops final : public batch_norm_ops {
 
 std::string shape_text(const conv_fusion_shape& s) {
   return std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) +
-         " into " + std::to_string(s.k) + " channels, " + std::to_string(s.r) + "x" + std::to_string(s.r) +
-         " stride " + std::to_string(s.g.stride);
+         " into " + std::to_string(s.k) + " channels, " + std::to_string(s.r) + "x" + std::to_string(s.r) + " stride " +
+         std::to_string(s.g.stride);
 }
 
 // cuDNN's graphs for every shape of the model's pairs; what could not be built or was wrong, per shape.
@@ -119,14 +132,14 @@ cuda_plans plan_on_cuda(resnet& model, const std::vector<std::int64_t>& input_sh
   for (const conv_fusion_group& group : conv_fusion_groups(sites, dtype)) {
     const conv_fusion_build built = build_cudnn_conv_fusion(group.shape, group.conv->weight);
     if (!built.kernels) {
-      const std::string why = built.refused.empty() ? "differs from the reference: " + built.wrong
-                                                    : "cuDNN refuses it: " + built.refused;
+      const std::string why =
+          built.refused.empty() ? "differs from the reference: " + built.wrong : "cuDNN refuses it: " + built.refused;
       out.unfused.push_back(shape_text(group.shape) + " (" + std::to_string(group.layers.size()) + " pairs): " + why);
       continue;
     }
     for (const std::string& name : group.layers) {
       const conv_fusion_site& site = *by_name.at(name);
-      out.plans[site.conv] = {built.kernels, site.input, dtype};
+      out.plans[site.conv] = {built.kernels, site.input, dtype, group.shape.eps};
     }
   }
   return out;
@@ -134,9 +147,9 @@ cuda_plans plan_on_cuda(resnet& model, const std::vector<std::int64_t>& input_sh
 
 }  // namespace
 
-conv_output fused_bn_relu_conv(conv_fusion_kernels& kernels, torch::nn::BatchNorm2dImpl& bn,
+conv_output fused_bn_relu_conv(const std::shared_ptr<conv_fusion_kernels>& kernels, torch::nn::BatchNorm2dImpl& bn,
                                torch::nn::Conv2dImpl& conv, const conv_output& in) {
-  const pair_args a{&kernels, &bn, geometry_of(conv)};
+  const pair_args a{kernels, &bn, geometry_of(conv)};
   const at::Tensor w = conv.weight.to(in.y.scalar_type()).contiguous(in.y.suggest_memory_format());
   // Autograd takes no undefined input: no statistics are passed as empty tensors (no memory, no kernel).
   const at::Tensor none = in.sum.defined() ? at::Tensor() : at::empty({0}, in.y.options().dtype(at::kFloat));

@@ -25,15 +25,19 @@ inline constexpr const char* fusion_bn_relu_conv = "batch norm + ReLU + convolut
 // else from in.y; bn's running statistics updated. The result carries y's sum and sum of squares.
 // The weight is cast to in.y's dtype on the way (autocast's cast, differentiable), so its gradient
 // reaches the float parameter.
-conv_output fused_bn_relu_conv(conv_fusion_kernels& kernels, torch::nn::BatchNorm2dImpl& bn,
+// The kernels stay held until the op's backward has run.
+conv_output fused_bn_relu_conv(const std::shared_ptr<conv_fusion_kernels>& kernels, torch::nn::BatchNorm2dImpl& bn,
                                torch::nn::Conv2dImpl& conv, const conv_output& in);
 
-// Where the fused op runs: the kernels, and the input they were built for (N, C, H, W and dtype;
-// an empty shape takes any, as the reference kernels do).
+// Where the fused op runs: the kernels, and the input they were built for (N, C, H, W, dtype and
+// the batch norm's eps; an empty shape takes any, as the reference kernels do). A CUDA graph
+// captured with the op replays the kernels' plans and buffers: the ops that hold them (and so the
+// model) must outlive it.
 struct conv_fusion_plan {
   std::shared_ptr<conv_fusion_kernels> kernels;
   std::vector<std::int64_t> input;
   at::ScalarType dtype = at::kFloat;
+  double eps = 1e-5;
 };
 using conv_fusion_plans = std::map<const torch::nn::Conv2dImpl*, conv_fusion_plan>;
 

@@ -95,8 +95,8 @@ fusion_dtype fusion_activation_dtype(resnet& model, amp_mode amp) {
     if (!params.empty()) out.type = params.front().scalar_type();
   }
   out.name = dtype_name(out.type);
-  if (out.type != at::kFloat && out.type != at::kHalf && out.type != at::kBFloat16)
-    out.why_not = "no cuDNN fusion in " + out.name;
+  // Without autocast the fused kernels see the model's dtype, float scale and shift only in float.
+  if (amp == amp_mode::off && out.type != at::kFloat) out.why_not = "no cuDNN fusion in " + out.name;
   return out;
 }
 

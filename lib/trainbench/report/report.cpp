@@ -65,6 +65,7 @@ json effective_json(const effective_settings& e) {
           {"cuda_graph", e.cuda_graph},
           {"compile", e.compile},
           {"pad_stem", e.pad_stem},
+          {"conv_fusion", e.conv_fusion},
           {"cudnn_benchmark", e.cudnn_benchmark},
           {"tf32", e.tf32},
           {"amp", e.amp},

@@ -191,6 +191,9 @@ struct effective_settings {
   // for this device, "fused_sgd", "cuda_graph"); a part that could not run is in the notes.
   std::vector<std::string> compile;
   bool pad_stem = false;  // backend.pad_stem ran: the stem convolution on 4 channels
+  // backend.conv_fusion: the fused batch-norm-ReLU-convolution pairs that ran, with how many of the
+  // model's pairs; empty where none did (the notes say why).
+  std::vector<std::string> conv_fusion;
   bool cudnn_benchmark = false;
   bool tf32 = false;
   std::string amp = "off";
