@@ -107,7 +107,8 @@ inline void check_trains_alike(trainbench::resnet& fused, trainbench::resnet& pl
 
 // Four fp16 steps (no loss scaling) of the CUDA graph step of `graphed` against the eager step of
 // `eager`, two models fused alike, on batches of n images of size px: each loss within 1%, the
-// parameters after them within 1% in norm.
+// parameters and running statistics after them within 1% in norm, the batch counters equal (what a
+// capture that dropped or repeated an update would break).
 inline void check_graph_trains_like_eager(trainbench::resnet& graphed, trainbench::resnet& eager, std::int64_t n,
                                           std::int64_t size) {
   using namespace trainbench;
@@ -137,6 +138,14 @@ inline void check_graph_trains_like_eager(trainbench::resnet& graphed, trainbenc
   for (const auto& item : pg) {
     INFO(item.key());
     CHECK(relative(item.value(), pe[item.key()]) < 1e-2);
+  }
+  const auto bg = graphed->named_buffers(), be = eager->named_buffers();
+  for (const auto& item : bg) {
+    INFO(item.key());
+    if (item.value().is_floating_point())
+      CHECK(relative(item.value(), be[item.key()]) < 1e-2);
+    else
+      CHECK(at::equal(item.value(), be[item.key()]));
   }
 }
 

@@ -134,7 +134,7 @@ TEST_CASE("backend.conv_fusion: a wrong batch-norm weight gradient in the fused 
   CHECK(one_step_difference(fused, plain) > 1e-3);
 }
 
-TEST_CASE("backend.conv_fusion: eval mode, another batch, dtype or layout than planned run the unfused ops",
+TEST_CASE("backend.conv_fusion: eval mode, another batch, dtype, layout or eps than planned run the unfused ops",
           "[model][conv_fusion]") {
   auto [fused, plain] = twins("resnet18", at::kFloat);  // a sized plan takes float scale and shift
   auto kernels = std::make_shared<counting_kernels>();
@@ -158,6 +158,10 @@ TEST_CASE("backend.conv_fusion: eval mode, another batch, dtype or layout than p
   fused->to(at::kFloat);
   fused->forward(x.contiguous(at::MemoryFormat::ChannelsLast));
   CHECK(kernels->forwards == 8);
+  // A batch norm whose eps is not the one planned runs unfused; the others still run fused.
+  conv_fusion_sites(fused, {4, 3, 64, 64}).front().bn->options.eps(1e-3);
+  fused->forward(x.contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(kernels->forwards == 8 + 7);
 }
 
 TEST_CASE(

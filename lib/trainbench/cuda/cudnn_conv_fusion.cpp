@@ -12,6 +12,7 @@
 #if TRAINBENCH_HAVE_CUDNN_FRONTEND
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cudnn/Handle.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 
 #include <unordered_map>
 
@@ -272,33 +273,50 @@ void require(const at::Tensor& t, const char* name, at::IntArrayRef sizes, at::S
 }
 }  // namespace
 
-cudnn_conv_fusion::cudnn_conv_fusion(const conv_fusion_shape& s, bool autotune) : g_(std::make_unique<graphs>()) {
-  build_graphs(s, autotune, false);
+cudnn_conv_fusion::cudnn_conv_fusion(const conv_fusion_shape& s, bool autotune)
+    : s_(s), autotune_(autotune), g_(std::make_unique<graphs>()) {
+  build_graphs(*g_, false);
 }
 
 std::string cudnn_conv_fusion::check_graphs(const conv_fusion_shape& s) {
   try {
     cudnn_conv_fusion f;
+    f.s_ = s;
     f.g_ = std::make_unique<graphs>();
-    f.build_graphs(s, false, true);
+    f.build_graphs(*f.g_, true);
     return std::string();
   } catch (const std::exception& e) {
     return e.what();
   }
 }
 
-void cudnn_conv_fusion::build_graphs(const conv_fusion_shape& s, bool autotune, bool validate_only) {
-  g_->s = s;
-  g_->all_plans = autotune;
-  g_->validate_only = validate_only;
+cudnn_conv_fusion::graphs& cudnn_conv_fusion::current() {
+  const cudnnHandle_t handle = at::native::getCudnnHandle();
+  if (handle == g_->handle) return *g_;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<graphs>& slot = others_[handle];
+  if (!slot) {
+    TORCH_CHECK(c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None,
+                "cudnn_conv_fusion: a thread's first call came during a CUDA graph capture; building its cuDNN "
+                "plans there would break the capture: run one step eagerly first");
+    auto built_here = std::make_unique<graphs>();
+    build_graphs(*built_here, false);
+    slot = std::move(built_here);
+  }
+  return *slot;
+}
+
+void cudnn_conv_fusion::build_graphs(graphs& g, bool validate_only) {
+  g.s = s_;
+  g.all_plans = autotune_;
+  g.validate_only = validate_only;
   try {
     load_cudnn();
-    g_->io = fe_type(s.dtype);
+    g.io = fe_type(s_.dtype);
   } catch (const std::runtime_error& e) {
     throw conv_fusion_refused(e.what());  // no cuDNN to build with, or a dtype it has no fusion for
   }
-  if (!validate_only) g_->handle = at::native::getCudnnHandle();
-  graphs& g = *g_;
+  if (!validate_only) g.handle = at::native::getCudnnHandle();
   stage("batch norm finalize", [&] { g.build_finalize(); });
   stage("scale-bias-ReLU convolution with genstats", [&] {
     const prologue_types& t = g.first_typing([&](const prologue_types& typed) { g.build_forward(typed); });
@@ -318,31 +336,40 @@ cudnn_conv_fusion::~cudnn_conv_fusion() = default;
 bn_finalized cudnn_conv_fusion::finalize(const at::Tensor& sum, const at::Tensor& sq_sum, const at::Tensor& gamma,
                                          const at::Tensor& beta, const at::Tensor& running_mean,
                                          const at::Tensor& running_var) {
-  graphs& g = *g_;
-  const std::int64_t c = g.s.c;
-  for (const auto& [t, name] : {std::pair{&sum, "sum"}, std::pair{&sq_sum, "sq_sum"}, std::pair{&gamma, "gamma"},
-                                std::pair{&beta, "beta"}, std::pair{&running_mean, "running_mean"},
-                                std::pair{&running_var, "running_var"}})
-    require(*t, name, {c}, at::kFloat, false);
-  bn_finalized f{channels(sum, c), channels(sum, c), channels(sum, c), channels(sum, c)};
   // The next running statistics are written beside the buffers, then copied over them: the graph
   // never reads and writes one buffer.
-  const at::Tensor next_mean = channels(sum, c), next_var = channels(sum, c);
-  std::unordered_map<attr, void*> pack{
-      {g.fin_sum, sum.data_ptr()},           {g.fin_sq, sq_sum.data_ptr()},
-      {g.fin_gamma, gamma.data_ptr()},       {g.fin_beta, beta.data_ptr()},
-      {g.fin_prev_mean, running_mean.data_ptr()}, {g.fin_prev_var, running_var.data_ptr()},
-      {g.fin_eq_scale, f.eq_scale.data_ptr()}, {g.fin_eq_bias, f.eq_bias.data_ptr()},
-      {g.fin_mean, f.mean.data_ptr()},       {g.fin_inv_std, f.inv_std.data_ptr()},
-      {g.fin_next_mean, next_mean.data_ptr()}, {g.fin_next_var, next_var.data_ptr()}};
-  g.fin.execute(g.handle, pack, sum);
+  const at::Tensor next_mean = channels(sum, s_.c), next_var = channels(sum, s_.c);
+  const bn_finalized f = finalize_to(sum, sq_sum, gamma, beta, running_mean, running_var, next_mean, next_var);
   running_mean.copy_(next_mean);
   running_var.copy_(next_var);
   return f;
 }
 
+bn_finalized cudnn_conv_fusion::finalize_to(const at::Tensor& sum, const at::Tensor& sq_sum, const at::Tensor& gamma,
+                                            const at::Tensor& beta, const at::Tensor& prev_mean,
+                                            const at::Tensor& prev_var, const at::Tensor& next_mean,
+                                            const at::Tensor& next_var) {
+  graphs& g = current();
+  const std::int64_t c = g.s.c;
+  for (const auto& [t, name] :
+       {std::pair{&sum, "sum"}, std::pair{&sq_sum, "sq_sum"}, std::pair{&gamma, "gamma"}, std::pair{&beta, "beta"},
+        std::pair{&prev_mean, "prev_mean"}, std::pair{&prev_var, "prev_var"}, std::pair{&next_mean, "next_mean"},
+        std::pair{&next_var, "next_var"}})
+    require(*t, name, {c}, at::kFloat, false);
+  bn_finalized f{channels(sum, c), channels(sum, c), channels(sum, c), channels(sum, c)};
+  std::unordered_map<attr, void*> pack{
+      {g.fin_sum, sum.data_ptr()},             {g.fin_sq, sq_sum.data_ptr()},
+      {g.fin_gamma, gamma.data_ptr()},         {g.fin_beta, beta.data_ptr()},
+      {g.fin_prev_mean, prev_mean.data_ptr()}, {g.fin_prev_var, prev_var.data_ptr()},
+      {g.fin_eq_scale, f.eq_scale.data_ptr()}, {g.fin_eq_bias, f.eq_bias.data_ptr()},
+      {g.fin_mean, f.mean.data_ptr()},         {g.fin_inv_std, f.inv_std.data_ptr()},
+      {g.fin_next_mean, next_mean.data_ptr()}, {g.fin_next_var, next_var.data_ptr()}};
+  g.fin.execute(g.handle, pack, sum);
+  return f;
+}
+
 conv_genstats cudnn_conv_fusion::forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w) {
-  graphs& g = *g_;
+  graphs& g = current();
   const conv_fusion_shape& s = g.s;
   require(x, "x", {s.n, s.c, s.h, s.w}, s.dtype, true);
   require(w, "w", {s.k, s.c, s.r, s.r}, s.dtype, true);
@@ -364,7 +391,7 @@ conv_genstats cudnn_conv_fusion::forward(const at::Tensor& x, const bn_finalized
 cudnn_conv_fusion::gradients cudnn_conv_fusion::backward(const at::Tensor& dy, const at::Tensor& w,
                                                          const at::Tensor& x, const bn_finalized& f,
                                                          const at::Tensor& gamma, const at::Tensor& beta) {
-  graphs& g = *g_;
+  graphs& g = current();
   const conv_fusion_shape& s = g.s;
   require(dy, "dy", {s.n, s.k, s.out_h(), s.out_w()}, s.dtype, true);
   require(w, "w", {s.k, s.c, s.r, s.r}, s.dtype, true);
@@ -419,7 +446,12 @@ cudnn_conv_fusion::~cudnn_conv_fusion() = default;
 std::string cudnn_conv_fusion::check_graphs(const conv_fusion_shape&) {
   return "the cuDNN frontend headers were not found when trainbench was built";
 }
-void cudnn_conv_fusion::build_graphs(const conv_fusion_shape&, bool, bool) {}
+void cudnn_conv_fusion::build_graphs(graphs&, bool) {}
+cudnn_conv_fusion::graphs& cudnn_conv_fusion::current() { return *g_; }
+bn_finalized cudnn_conv_fusion::finalize_to(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  return {};
+}
 bn_finalized cudnn_conv_fusion::finalize(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                          const at::Tensor&, const at::Tensor&) {
   return {};
@@ -502,15 +534,26 @@ std::string compare(cudnn_conv_fusion& fused, const problem& p, const conv_fusio
 class cudnn_kernels final : public conv_fusion_kernels {
  public:
   cudnn_kernels(std::unique_ptr<cudnn_conv_fusion> fused, const conv_fusion_shape& s, const at::Tensor& like)
-      : fused_(std::move(fused)),
-        s_(s),
-        scratch_mean_(at::zeros({s.c}, like.options().dtype(at::kFloat))),
-        scratch_var_(at::ones({s.c}, like.options().dtype(at::kFloat))) {}
+      : fused_(std::move(fused)), s_(s) {
+    const auto f32 = like.options().dtype(at::kFloat);
+    for (at::Tensor* t : {&prev_mean_, &next_mean_}) *t = at::zeros({s.c}, f32);
+    for (at::Tensor* t : {&prev_var_, &next_var_}) *t = at::ones({s.c}, f32);
+    count_ = at::full({1}, static_cast<double>(s.n * s.h * s.w), f32);
+  }
   bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, std::int64_t count, const at::Tensor& gamma,
                         const at::Tensor& beta, double eps) override {
     TORCH_CHECK(count == s_.n * s_.h * s_.w && eps == s_.eps, "cudnn_conv_fusion: finalize built for ",
                 s_.n * s_.h * s_.w, " values and eps ", s_.eps, ", called with ", count, " and ", eps);
-    return fused_->finalize(sum, sq_sum, gamma, beta, scratch_mean_, scratch_var_);
+    return fused_->finalize_to(sum, sq_sum, gamma, beta, prev_mean_, prev_var_, next_mean_, next_var_);
+  }
+  // PyTorch's SyncBatchNorm update for one rank: one kernel, the same convention (the unbiased
+  // variance from inv_std, the module's momentum), in place of the reference's few.
+  void update_running(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count) override {
+    TORCH_CHECK(count == s_.n * s_.h * s_.w, "cudnn_conv_fusion: built for ", s_.n * s_.h * s_.w,
+                " values per channel, called with ", count);
+    at::batch_norm_gather_stats_with_counts(f.mean, f.mean.unsqueeze(0), f.inv_std.unsqueeze(0), bn.running_mean,
+                                            bn.running_var, *bn.options.momentum(), bn.options.eps(), count_);
+    bn.num_batches_tracked.add_(1);
   }
   // One Welford pass (PyTorch's, NHWC-aware) where no genstats epilogue made the sums.
   bn_finalized statistics(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps) override {
@@ -535,8 +578,10 @@ class cudnn_kernels final : public conv_fusion_kernels {
   }
   std::unique_ptr<cudnn_conv_fusion> fused_;
   conv_fusion_shape s_;
-  // finalize's previous and next running statistics: cuDNN's, never the model's.
-  at::Tensor scratch_mean_, scratch_var_;
+  // finalize's previous and next running statistics: cuDNN's, never read (the model's are
+  // update_running's).
+  at::Tensor prev_mean_, prev_var_, next_mean_, next_var_;
+  at::Tensor count_;  // N*H*W, float, for update_running
 };
 
 }  // namespace

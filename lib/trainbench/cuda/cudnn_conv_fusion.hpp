@@ -12,7 +12,9 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,7 +35,9 @@ class cudnn_conv_fusion {
   // autotune every plan cuDNN builds, timed on each graph's first call, else cuDNN's first
   // heuristic plan. Throws with cuDNN's refusal (conv_fusion_refused) or the failure (the first
   // line says which graph), or, in a build without the frontend's headers, why there are none
-  // (conv_fusion_refused too).
+  // (conv_fusion_refused too). A plan runs with the handle of the thread that runs it: another
+  // thread (autograd's, for a training op's backward) gets graphs of its own, built on its first
+  // call, which must not be made during a CUDA graph capture (one eager step first).
   cudnn_conv_fusion(const conv_fusion_shape& s, bool autotune);
   ~cudnn_conv_fusion();
   cudnn_conv_fusion(const cudnn_conv_fusion&) = delete;
@@ -43,6 +47,11 @@ class cudnn_conv_fusion {
   // and its running statistics updated in place with the shape's momentum (float, C each).
   bn_finalized finalize(const at::Tensor& sum, const at::Tensor& sq_sum, const at::Tensor& gamma,
                         const at::Tensor& beta, const at::Tensor& running_mean, const at::Tensor& running_var);
+  // The same, cuDNN's running-statistics update read from prev_* and written to next_* (four
+  // distinct float tensors of C), nothing copied: for a caller that keeps its own statistics.
+  bn_finalized finalize_to(const at::Tensor& sum, const at::Tensor& sq_sum, const at::Tensor& gamma,
+                           const at::Tensor& beta, const at::Tensor& prev_mean, const at::Tensor& prev_var,
+                           const at::Tensor& next_mean, const at::Tensor& next_var);
   // y = conv(relu(x * eq_scale + eq_bias), w), with y's sum and sum of squares. x and w NHWC in
   // the shape's dtype.
   conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w);
@@ -62,9 +71,14 @@ class cudnn_conv_fusion {
 
  private:
   cudnn_conv_fusion() = default;
-  void build_graphs(const conv_fusion_shape& s, bool autotune, bool validate_only);
   struct graphs;
-  std::unique_ptr<graphs> g_;
+  void build_graphs(graphs& g, bool validate_only);
+  graphs& current();  // the graphs of this thread's handle
+  conv_fusion_shape s_;
+  bool autotune_ = false;
+  std::unique_ptr<graphs> g_;  // the constructing thread's
+  std::mutex mutex_;
+  std::map<void*, std::unique_ptr<graphs>> others_;  // by cuDNN handle
 };
 
 // One shape's measurement: both sides compute, from the same inputs, the convolution's output and
@@ -92,8 +106,8 @@ conv_fusion_timing time_conv_fusion(const conv_fusion_shape& s, const at::Tensor
 // first run once on a random problem of that shape (weight: the first pair's convolution weight,
 // on the device) and held against the reference. Exactly one of kernels, refused (cuDNN declines
 // the shape, or this build has no frontend) and wrong (what differs) is set; other errors throw.
-// The kernels take finalize's statistics from their own scratch running statistics, not the
-// model's: update_running_statistics keeps those PyTorch's way.
+// cuDNN's finalize updates running statistics of the kernels' own, never read; the model's are
+// updated PyTorch's way in one kernel (PyTorch's SyncBatchNorm update, for one rank).
 struct conv_fusion_build {
   std::shared_ptr<conv_fusion_kernels> kernels;
   std::string refused, wrong;

@@ -166,13 +166,13 @@ conv_fusion_shape conv_fusion_problem(const conv_fusion_site& site, at::ScalarTy
 }
 
 std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype) {
-  using key =
-      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t, double, double>;
   std::map<key, std::size_t> index;
   std::vector<conv_fusion_group> groups;
   for (const conv_fusion_site& site : sites) {
     const conv_fusion_shape s = conv_fusion_problem(site, dtype);
-    const auto [it, added] = index.emplace(key{s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding}, groups.size());
+    const auto [it, added] = index.emplace(key{s.c, s.h, s.w, s.k, s.r, s.g.stride, s.g.padding, s.eps, s.momentum}, groups.size());
     if (added) groups.push_back({s, site.conv, {}});
     groups[it->second].layers.push_back(site.name);
   }

@@ -66,6 +66,12 @@ at::Tensor sbr_wgrad_reference(const at::Tensor& x, const at::Tensor& eq_scale, 
 at::Tensor dbn_apply_reference(const at::Tensor& dz, const at::Tensor& x, const at::Tensor& eq_dy,
                                const at::Tensor& eq_x, const at::Tensor& eq_b);
 
+// bn's running statistics moved by one batch of f, PyTorch's way: the unbiased variance (from
+// f.inv_std, as the fused kernels keep no other), bn's momentum, the batch counter advanced.
+// count is N*H*W. Plain ATen, any device; not cuDNN's finalize update, whose variance convention
+// its documentation does not state.
+void update_running_statistics(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count);
+
 // The gradients of one fused pair: the batch norm's input, scale and shift, the convolution's weight.
 struct conv_fusion_gradients {
   at::Tensor dx, dw, dgamma, dbeta;
@@ -83,6 +89,10 @@ class conv_fusion_kernels {
                                 const at::Tensor& gamma, const at::Tensor& beta, double eps) = 0;
   // The same from x itself, where no fused convolution made x (the block's first convolution).
   virtual bn_finalized statistics(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps) = 0;
+  // bn's running statistics moved by one batch of f, as update_running_statistics does.
+  virtual void update_running(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count) {
+    update_running_statistics(bn, f, count);
+  }
   virtual conv_genstats forward(const at::Tensor& x, const bn_finalized& f, const at::Tensor& w, conv_geometry g) = 0;
   virtual conv_fusion_gradients backward(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& x,
                                          const bn_finalized& f, const at::Tensor& gamma, const at::Tensor& beta,
@@ -91,12 +101,6 @@ class conv_fusion_kernels {
 
 // The reference functions as kernels: any shape, any device, any floating dtype.
 std::shared_ptr<conv_fusion_kernels> reference_conv_fusion_kernels();
-
-// bn's running statistics moved by one batch of f, PyTorch's way: the unbiased variance (from
-// f.inv_std, as the fused kernels keep no other), bn's momentum, the batch counter advanced.
-// count is N*H*W. Plain ATen, any device; not cuDNN's finalize update, whose variance convention
-// its documentation does not state.
-void update_running_statistics(torch::nn::BatchNorm2dImpl& bn, const bn_finalized& f, std::int64_t count);
 
 // A batch norm whose ReLU feeds a convolution and nothing else: the pairs these fusions fold. In
 // torchvision's blocks, bn1 -> conv2, and in a bottleneck also bn2 -> conv3. (A block's last batch
@@ -135,7 +139,7 @@ struct conv_fusion_group {
   torch::nn::Conv2dImpl* conv = nullptr;
   std::vector<std::string> layers;
 };
-// The sites grouped by shape (the model's batch norms share one eps and momentum), largest share
+// The sites grouped by shape and the batch norm's eps and momentum (the graphs are built for both), largest share
 // of the model's convolution work first (layers x multiply-adds), so that a measurement stopped
 // early has measured the shapes that matter most.
 std::vector<conv_fusion_group> conv_fusion_groups(const std::vector<conv_fusion_site>& sites, at::ScalarType dtype);

@@ -49,7 +49,7 @@ class bn_relu_conv_function : public torch::autograd::Function<bn_relu_conv_func
     const double eps = a->bn->options.eps();
     const bn_finalized f =
         sum.numel() > 0 ? k.finalize(sum, sq_sum, count, gamma, beta, eps) : k.statistics(x, gamma, beta, eps);
-    update_running_statistics(*a->bn, f, count);
+    k.update_running(*a->bn, f, count);
     const conv_genstats out = k.forward(x, f, w, a->g);
     ctx->save_for_backward({x, gamma, beta, w, f.mean, f.inv_std, f.eq_scale, f.eq_bias});
     ctx->saved_data["kernels"] = at::IValue::make_capsule(c10::make_intrusive<kernels_holder>(a->kernels));
