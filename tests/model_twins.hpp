@@ -9,4 +9,8 @@ namespace tbtest {
 // same architecture, in place: to's tensors keep their device, dtype and memory format.
 void copy_model_state(trainbench::resnet& from, trainbench::resnet& to);
 
+// ||a - b|| / ||b|| in float64 on the CPU (||a - b|| where b is zero): one number per tensor,
+// robust to a lone element whose ReLU went the other way by rounding.
+double relative(const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace tbtest

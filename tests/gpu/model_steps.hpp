@@ -18,12 +18,7 @@ namespace tbgpu {
 
 inline const c10::Device gpu_device(c10::kCUDA, 0);
 
-// ||a - b|| / ||b||.
-inline double relative(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kCPU, at::kDouble);
-  const double norm = y.norm().item<double>();
-  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
-}
+using tbtest::relative;
 
 inline bool finite_grads(const trainbench::resnet& m) {
   for (const auto& p : m->parameters())

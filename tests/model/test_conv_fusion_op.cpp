@@ -19,11 +19,7 @@ using namespace trainbench;
 
 namespace {
 
-double relative(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.detach().to(at::kDouble), y = b.detach().to(at::kDouble);
-  const double norm = y.norm().item<double>();
-  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
-}
+using tbtest::relative;
 
 // The reference kernels, counting which of them ran; `skew` scales dgamma, a planted error.
 struct counting_kernels final : conv_fusion_kernels {

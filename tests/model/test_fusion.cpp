@@ -21,13 +21,7 @@ using namespace trainbench;
 
 namespace {
 
-// ||a - b|| / ||b||: one number per tensor, robust to a lone element whose ReLU went the other
-// way by rounding (float32 only; float64 never gets that close to zero).
-double relative(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.detach().to(at::kDouble), y = b.detach().to(at::kDouble);
-  const double norm = y.norm().item<double>();
-  return (x - y).norm().item<double>() / (norm > 0 ? norm : 1.0);
-}
+using tbtest::relative;
 
 torch::nn::BatchNorm2d module(const batch_norm_problem& p) {
   torch::nn::BatchNorm2d bn(p.x.size(1));

@@ -33,10 +33,7 @@ std::pair<resnet, resnet> twins(at::MemoryFormat format, at::ScalarType dtype = 
   return {padded, plain};
 }
 
-double relative(const at::Tensor& a, const at::Tensor& b) {
-  const double norm = b.norm().item<double>();
-  return (a - b).norm().item<double>() / (norm > 0 ? norm : 1.0);
-}
+using tbtest::relative;
 
 }  // namespace
 
