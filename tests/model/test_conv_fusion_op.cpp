@@ -161,7 +161,7 @@ TEST_CASE("backend.conv_fusion: eval mode, another batch, dtype, layout or eps t
 }
 
 TEST_CASE(
-    "fuse_convolutions: the CPU keeps the unfused ops unless asked for the reference; on a GPU NCHW and "
+    "fuse_convolutions: the CPU keeps the unfused ops unless asked for the reference, and on a GPU NCHW and "
     "float64 are refused with the reason before any GPU work",
     "[model][conv_fusion]") {
   resnet m = make_resnet("resnet18", 10);
