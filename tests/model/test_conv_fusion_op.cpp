@@ -4,6 +4,7 @@
 // the calls that fall back to the unfused ops, and fuse_convolutions' reasons where no GPU is
 // reached. The cuDNN kernels are held to the same models on a GPU (tests/gpu/test_conv_fusion_gpu.cpp).
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -192,4 +193,32 @@ TEST_CASE(
   o = fuse_convolutions(g, r);
   REQUIRE(o.ineffective.size() == 1);
   CHECK(o.ineffective[0] == "batch norm + ReLU + convolution: no cuDNN fusion in fp64");
+}
+
+TEST_CASE(
+    "fuse_convolutions: a CUDA request on a host without a GPU names every shape it could not build and keeps "
+    "the unfused ops",
+    "[model][conv_fusion]") {
+  if (torch::cuda::is_available()) {
+    SUCCEED("this host has a GPU: the [gpu] tests of the convolution fusions cover it");
+    return;
+  }
+  auto [m, plain] = twins("resnet18", at::kFloat);
+  fusion_request r;
+  r.device = c10::Device(c10::kCUDA, 0);
+  r.amp = amp_mode::fp16;
+  r.channels_last = true;
+  r.input_shape = {4, 3, 32, 32};
+  const fusion_outcome o = fuse_convolutions(m, r);
+  CHECK(o.applied.empty());
+  REQUIRE(o.ineffective.size() == 1);
+  INFO(o.ineffective[0]);
+  // ResNet-18's four shapes, the first (largest work) named with its pairs and why.
+  CHECK(o.ineffective[0].rfind("batch norm + ReLU + convolution: no shape of this model and batch runs fused (4x", 0) ==
+        0);
+  CHECK(o.ineffective[0].find(" pairs): ") != std::string::npos);
+  m->eval();
+  plain->eval();
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  CHECK(at::equal(m->forward(x), plain->forward(x)));
 }

@@ -110,6 +110,8 @@ class conv_fused_ops final : public batch_norm_ops {
   conv_fusion_plans plans_;
 };
 
+std::string first_line_of(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 std::string shape_text(const conv_fusion_shape& s) {
   return std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) +
          " into " + std::to_string(s.k) + " channels, " + std::to_string(s.r) + "x" + std::to_string(s.r) + " stride " +
@@ -130,10 +132,16 @@ cuda_plans plan_on_cuda(resnet& model, const std::vector<std::int64_t>& input_sh
   std::map<std::string, const conv_fusion_site*> by_name;
   for (const conv_fusion_site& s : sites) by_name[s.name] = &s;
   for (const conv_fusion_group& group : conv_fusion_groups(sites, dtype)) {
-    const conv_fusion_build built = build_cudnn_conv_fusion(group.shape, group.conv->weight);
+    conv_fusion_build built;
+    std::string why;
+    try {
+      built = build_cudnn_conv_fusion(group.shape, group.conv->weight);
+      why =
+          !built.refused.empty() ? "cuDNN refuses it: " + built.refused : "differs from the reference: " + built.wrong;
+    } catch (const std::exception& e) {  // not a refusal: building or checking failed (memory, say)
+      why = std::string("failed: ") + first_line_of(e.what());
+    }
     if (!built.kernels) {
-      const std::string why =
-          built.refused.empty() ? "differs from the reference: " + built.wrong : "cuDNN refuses it: " + built.refused;
       out.unfused.push_back(shape_text(group.shape) + " (" + std::to_string(group.layers.size()) + " pairs): " + why);
       continue;
     }
