@@ -316,16 +316,18 @@ def pad_stem_lines(best, r50):
         print(ratio_line(f"stem on 4 channels / on 3 ({part})", pick(padded), pick(plain)) + note)
 
 
-def conv_fusion_line(r50):
-    """backend.conv_fusion against the same compiled step without it: resnet50/12 against 09."""
-    pick = lambda prefix: next(((median(r), f"resnet50/{n}{partial(r)}") for n, r in r50.items()
-                                if n.startswith(prefix) and median(r)), (None, f"resnet50/{prefix[:-1]}"))
-    fused = next((r for n, r in r50.items() if n.startswith("12-")), None)
-    ran = ((fused or {}).get("effective") or {}).get("conv_fusion")
-    note = "" if fused is None or ran else " The fused rung ran no fused pair (its notes say why)."
-    if ran:
-        note = f" Ran: {'; '.join(ran)}."
-    print(ratio_line("convolution fusions / compiled step (resnet50)", pick("12-"), pick("09-")) + note)
+def conv_fusion_lines(best, r50):
+    """backend.conv_fusion against the same compiled step without it: best/04 against 03, resnet50/12 against 09."""
+    for part, reports, fused_prefix, plain_prefix in (("best", best, "04-", "03-"), ("resnet50", r50, "12-", "09-")):
+        pick = lambda prefix: next(((median(r), f"{part}/{n}{partial(r)}") for n, r in reports.items()
+                                    if n.startswith(prefix) and median(r)), (None, f"{part}/{prefix[:-1]}"))
+        fused = next((r for n, r in reports.items() if n.startswith(fused_prefix)), None)
+        ran = ((fused or {}).get("effective") or {}).get("conv_fusion")
+        note = "" if fused is None or ran else " The fused rung ran no fused pair (its notes say why)."
+        if ran:
+            note = f" Ran: {'; '.join(ran)}."
+        print(ratio_line(f"convolution fusions / compiled step ({part})", pick(fused_prefix), pick(plain_prefix))
+              + note)
 
 
 def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
@@ -383,7 +385,7 @@ def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_
     print(ratio_line("bf16 / fp16, compiled step (best)", twin("01-", "bf16"), twin("00-", "fp16"), 0.95, "within 5%"))
     fused_routes_line(best or {})
     pad_stem_lines(best or {}, r50)
-    conv_fusion_line(r50)
+    conv_fusion_lines(best or {}, r50)
     rate = lambda r: (((r or {}).get("results") or {}).get("samples_per_s") or {}).get("median") \
         if (r or {}).get("status") == "ok" else None
     dev, host, shared = decode.get("device"), decode.get("host"), decode.get("device-share")

@@ -302,6 +302,9 @@ def main():
         notes.append("data.preprocess: device: the reference resizes and normalises on the host (torchvision transforms)")
     if be.get("pad_stem", False) and not args.data_only:
         notes.append("backend.pad_stem: the reference runs the stem convolution on 3 channels, as a PyTorch user does")
+    if be.get("conv_fusion", False) and not args.data_only:
+        notes.append("backend.conv_fusion: the reference runs batch norm, ReLU and the next convolution as PyTorch "
+                     "does (torch.compile fuses what it can around cuDNN's convolution)")
 
     ds = make_dataset(p)
     it = None
