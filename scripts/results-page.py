@@ -305,29 +305,32 @@ def fused_routes_line(best):
                      (median(ex[1]), f"best/{ex[0]}{partial(ex[1])}"), (median(base), f"best/{ex[0][:-3]}{partial(base)}")))
 
 
-def pad_stem_lines(best, r50):
-    """backend.pad_stem against the same profile without it: best/03 against 02, resnet50/11 against 09."""
-    for part, reports, padded, plain in (("best", best, "03-", "02-"), ("resnet50", r50, "11-", "09-")):
+def switch_lines(title, key, did_not, pairs, name_ran=False):
+    """A switch's rung against the same profile without it, one line per (part, reports, with, without)
+    prefix pair; did_not is said where the rung's effective.<key> shows the switch did not run, and
+    with name_ran what it ran."""
+    for part, reports, with_prefix, without_prefix in pairs:
         pick = lambda prefix: next(((median(r), f"{part}/{n}{partial(r)}") for n, r in reports.items()
                                     if n.startswith(prefix) and median(r)), (None, f"{part}/{prefix[:-1]}"))
-        with_pad = next((r for n, r in reports.items() if n.startswith(padded)), None)
-        ran = ((with_pad or {}).get("effective") or {}).get("pad_stem")
-        note = "" if with_pad is None or ran else " The padded rung did not pad (its notes say why)."
-        print(ratio_line(f"stem on 4 channels / on 3 ({part})", pick(padded), pick(plain)) + note)
+        rung_with = next((r for n, r in reports.items() if n.startswith(with_prefix)), None)
+        ran = ((rung_with or {}).get("effective") or {}).get(key)
+        note = "" if rung_with is None or ran else f" {did_not}"
+        if ran and name_ran:
+            note = f" Ran: {'; '.join(ran)}."
+        print(ratio_line(f"{title} ({part})", pick(with_prefix), pick(without_prefix)) + note)
+
+
+def pad_stem_lines(best, r50):
+    """backend.pad_stem against the same profile without it: best/03 against 02, resnet50/11 against 09."""
+    switch_lines("stem on 4 channels / on 3", "pad_stem", "The padded rung did not pad (its notes say why).",
+                 (("best", best, "03-", "02-"), ("resnet50", r50, "11-", "09-")))
 
 
 def conv_fusion_lines(best, r50):
     """backend.conv_fusion against the same compiled step without it: best/04 against 03, resnet50/12 against 09."""
-    for part, reports, fused_prefix, plain_prefix in (("best", best, "04-", "03-"), ("resnet50", r50, "12-", "09-")):
-        pick = lambda prefix: next(((median(r), f"{part}/{n}{partial(r)}") for n, r in reports.items()
-                                    if n.startswith(prefix) and median(r)), (None, f"{part}/{prefix[:-1]}"))
-        fused = next((r for n, r in reports.items() if n.startswith(fused_prefix)), None)
-        ran = ((fused or {}).get("effective") or {}).get("conv_fusion")
-        note = "" if fused is None or ran else " The fused rung ran no fused pair (its notes say why)."
-        if ran:
-            note = f" Ran: {'; '.join(ran)}."
-        print(ratio_line(f"convolution fusions / compiled step ({part})", pick(fused_prefix), pick(plain_prefix))
-              + note)
+    switch_lines("convolution fusions / compiled step", "conv_fusion",
+                 "The fused rung ran no fused pair (its notes say why).",
+                 (("best", best, "04-", "03-"), ("resnet50", r50, "12-", "09-")), name_ran=True)
 
 
 def goals_open_section(ladder, plus, ref, ref_plus, r50, decode, best=None, ref_best=None, imagenet=None):
