@@ -13,4 +13,8 @@ void copy_model_state(trainbench::resnet& from, trainbench::resnet& to);
 // robust to a lone element whose ReLU went the other way by rounding.
 double relative(const at::Tensor& a, const at::Tensor& b);
 
+// Catch2 checks that every buffer of a is b's of the same name: running statistics within tol
+// (relative), batch counters equal.
+void check_buffers_close(trainbench::resnet& a, trainbench::resnet& b, double tol);
+
 }  // namespace tbtest

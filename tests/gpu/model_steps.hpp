@@ -90,14 +90,7 @@ inline void check_trains_alike(trainbench::resnet& fused, trainbench::resnet& pl
     INFO("step " << i << ": fused " << lf[i] << ", unfused " << lp[i]);
     CHECK(lf[i] == Approx(lp[i]).epsilon(fp16 ? 0.02 : 0.05));
   }
-  const auto bf = fused->named_buffers(), bp = plain->named_buffers();
-  for (const auto& item : bf) {
-    INFO(item.key());
-    if (item.value().is_floating_point())
-      CHECK(relative(item.value(), bp[item.key()]) < (fp16 ? 0.02 : 0.05));
-    else
-      CHECK(at::equal(item.value(), bp[item.key()]));
-  }
+  tbtest::check_buffers_close(fused, plain, fp16 ? 0.02 : 0.05);
 }
 
 // Four fp16 steps (no loss scaling) of the CUDA graph step of `graphed` against the eager step of
@@ -134,14 +127,7 @@ inline void check_graph_trains_like_eager(trainbench::resnet& graphed, trainbenc
     INFO(item.key());
     CHECK(relative(item.value(), pe[item.key()]) < 1e-2);
   }
-  const auto bg = graphed->named_buffers(), be = eager->named_buffers();
-  for (const auto& item : bg) {
-    INFO(item.key());
-    if (item.value().is_floating_point())
-      CHECK(relative(item.value(), be[item.key()]) < 1e-2);
-    else
-      CHECK(at::equal(item.value(), be[item.key()]));
-  }
+  tbtest::check_buffers_close(graphed, eager, 1e-2);
 }
 
 }  // namespace tbgpu

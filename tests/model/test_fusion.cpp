@@ -199,14 +199,7 @@ TEST_CASE("fused batch norm: ResNet-18 and ResNet-50 with the reference ops trai
         sgd(plain, 0.05);
       }
       for (std::size_t i = 0; i < fused_loss.size(); ++i) CHECK(fused_loss[i] == Approx(plain_loss[i]).epsilon(tol));
-      const auto bf = fused->named_buffers(), bp = plain->named_buffers();
-      for (const auto& item : bf) {
-        INFO(item.key());
-        if (item.value().is_floating_point())
-          CHECK(relative(item.value(), bp[item.key()]) < tol);
-        else
-          CHECK(at::equal(item.value(), bp[item.key()]));  // num_batches_tracked
-      }
+      tbtest::check_buffers_close(fused, plain, tol);
     }
   }
 }
